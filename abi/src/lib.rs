@@ -1,0 +1,18 @@
+//! # entkv-abi
+//!
+//! Boundary: the contract between generated kernels and whoever launches them — specialization
+//! types (α, head dim, GQA group, dtypes), tile configurations, kernel signatures (parameter
+//! order), entry names, launch geometry and workspace sizes. Pure data and arithmetic: no LLVM,
+//! no DSL, no CUDA, so the runtime can depend on it and stay light.
+
+pub mod dense;
+pub mod geometry;
+pub mod signature;
+pub mod spec;
+
+pub use dense::*;
+pub use geometry::{ceil_div, LaunchGeometry};
+pub use signature::{ArgKind, ArgSpec, Elem};
+pub use spec::{
+    check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError,
+};

@@ -1,0 +1,104 @@
+//! `entkv`: emit kernels, run the GPU checks.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use entkv_abi::{check_page_size, DType, DecodeSpec};
+use entkv_autotune::{emit, gpucheck};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "entkv", version, about = "Support-aware sparse entmax decoding kernels for NVIDIA H200")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write the LLVM IR (.ll) and PTX (.ptx) of every kernel of a specialization, plus a
+    /// manifest.json listing them.
+    Emit {
+        /// Entmax α (> 1).
+        #[arg(long)]
+        alpha: f64,
+        /// Head dimension (32, 64 or 128).
+        #[arg(long)]
+        head_dim: u32,
+        /// Tokens per KV-cache page (16, 32 or 64).
+        #[arg(long, default_value_t = 16)]
+        page_size: u32,
+        /// Query heads per KV head; repeat or comma-separate for several.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1u32])]
+        group: Vec<u32>,
+        /// K/V storage type (f16, bf16).
+        #[arg(long, default_value = "f16")]
+        kv_dtype: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Run every GPU check (correctness against float64 references, then timings at the
+    /// `paper` shapes) and print a table. Needs an NVIDIA GPU.
+    GpuCheck {
+        /// Write report.json and timings.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Large context lengths to check and time (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![131_072u64, 1_048_576])]
+        large_n: Vec<u64>,
+        #[arg(long, default_value_t = 50)]
+        iters: usize,
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Emit {
+            alpha,
+            head_dim,
+            page_size,
+            group,
+            kv_dtype,
+            out,
+        } => {
+            let kv = DType::parse(&kv_dtype)?;
+            check_page_size(page_size)?;
+            let specs = group
+                .iter()
+                .map(|&g| DecodeSpec::new(alpha, head_dim, g, kv))
+                .collect::<Result<Vec<_>, _>>()?;
+            let m = emit::emit(&specs, page_size, &out)?;
+            for module in &m.modules {
+                println!("{} ({} entries)", out.join(&module.ptx_file).display(), module.entries.len());
+            }
+            println!("{}", out.join("manifest.json").display());
+        }
+        Cmd::GpuCheck {
+            out,
+            large_n,
+            iters,
+            warmup,
+        } => {
+            let opts = gpucheck::Options {
+                large_n,
+                iters,
+                warmup,
+                ..Default::default()
+            };
+            let commit = std::env::var("ENTKV_COMMIT").unwrap_or_else(|_| "unknown".into());
+            let report = gpucheck::run(&opts, &commit)?;
+            if let Some(dir) = out {
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+                std::fs::write(dir.join("timings.json"), serde_json::to_string_pretty(&report.timings)?)?;
+            }
+            println!("{}", report.table());
+            if !report.passed() {
+                anyhow::bail!("some GPU checks failed");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! # entkv-autotune
+//!
+//! Boundary: entkv's command-line front ends — the `entkv` binary (`emit`, `gpu-check`) and the
+//! `autotune` binary — and the code behind them that ties kernels (entkv-kernels), codegen
+//! (entkv-codegen) and the runtime (entkv-runtime) together. Tile-config search lands here too
+//! (issue #5).
+
+pub mod emit;
+pub mod gpucheck;
+pub mod record;

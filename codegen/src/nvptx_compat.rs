@@ -1,0 +1,249 @@
+//! Every spelling that depends on the linked LLVM version (today: LLVM 19.1, through inkwell's
+//! `llvm19-1` feature) lives in this file, so that moving to a newer LLVM (the next one we can
+//! install is 22) is a one-file change.
+//!
+//! What is here, and why it is version-sensitive:
+//!
+//! | What                         | LLVM 19 spelling (used here)                         | LLVM 21+ |
+//! |------------------------------|------------------------------------------------------|----------|
+//! | target triple / cpu / feats  | `nvptx64-nvidia-cuda`, `sm_NN`, `+ptxNN`             | same; newer `ptxNN`/`sm_NNa` accepted |
+//! | kernel marking               | `ptx_kernel` calling convention (id 71)              | same (metadata `"kernel"` is auto-upgraded only when IR is *parsed*) |
+//! | launch bounds                | `nvvm.annotations` `maxntidx` / `minctasm`           | function attributes `"nvvm.maxntid"="N"` / `"nvvm.minctasm"="N"` |
+//! | block barrier                | `llvm.nvvm.barrier0`                                 | `llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)` |
+//! | warp shuffle                 | `llvm.nvvm.shfl.sync.{bfly,down,up,idx}.{i32,f32}`   | same so far |
+//! | warp ballot                  | `llvm.nvvm.vote.ballot.sync`                         | same so far |
+//! | fast exp2 / log2             | `llvm.nvvm.ex2.approx.f`, `llvm.nvvm.lg2.approx.f`   | `ex2` became overloaded (`llvm.nvvm.ex2.approx.f32`); re-check both |
+//! | special registers            | `llvm.nvvm.read.ptx.sreg.{tid.x,ctaid.*,nctaid.*}`   | same |
+//!
+//! Intrinsics are looked up by name with `Intrinsic::find`, so a rename in a future LLVM fails
+//! loudly (`CodegenError::MissingIntrinsic`, and the `every_intrinsic_exists` unit test) instead
+//! of silently declaring an external function that ptxas would reject.
+
+use crate::CodegenError;
+use entkv_dsl::ir::{Axis, ShuffleMode};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::Module;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::FunctionValue;
+
+// ----- target ---------------------------------------------------------------------------------
+
+/// The 64-bit CUDA triple. Stable across LLVM versions.
+pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+/// The `-mcpu` string: `sm_90` for H200. (`sm_90a` only once we use wgmma/TMA-class
+/// instructions, which want LLVM 21+.)
+pub fn cpu(sm: u32) -> String {
+    format!("sm_{sm}")
+}
+
+/// The feature string selecting the PTX ISA version written in `.version` (`+ptx80` →
+/// `.version 8.0`). LLVM 19 knows PTX up to 8.5; LLVM 22 knows newer ISAs, the spelling is the
+/// same.
+pub fn features(ptx_version: u32) -> String {
+    format!("+ptx{ptx_version}")
+}
+
+/// Shuffles need `shfl.sync` (sm_70+); LLVM fails instruction selection below that (llvm #90421).
+pub const MIN_SM: u32 = 70;
+
+/// Process-wide LLVM options, parsed once before the first target machine is created.
+///
+/// `-nvptx-short-ptr`: 32-bit pointers for shared (and const/local) memory, as nvcc emits, so
+/// shared addresses live in one 32-bit register (`st.shared.f32 [%r4]`) instead of a 64-bit
+/// pair; the target machine's data layout then gains `p3:32:32`. The option exists in LLVM 19
+/// and 22; if it is ever renamed, LLVM prints an "Unknown command line argument" error and
+/// exits, which the `shared_memory_vectors_and_barrier` test catches first.
+pub const LLVM_OPTIONS: &[&str] = &["-nvptx-short-ptr"];
+
+/// Parse [`LLVM_OPTIONS`]; call exactly once per process, before creating a target machine.
+pub fn parse_llvm_options() {
+    use std::ffi::CString;
+    let args: Vec<CString> = std::iter::once("entkv-codegen")
+        .chain(LLVM_OPTIONS.iter().copied())
+        .map(|a| CString::new(a).expect("no NUL in LLVM options"))
+        .collect();
+    let argv: Vec<*const std::ffi::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    let overview = CString::new("").expect("empty");
+    // SAFETY: argv holds `args.len()` valid NUL-terminated strings that outlive the call.
+    unsafe {
+        inkwell::llvm_sys::support::LLVMParseCommandLineOptions(
+            argv.len() as std::ffi::c_int,
+            argv.as_ptr(),
+            overview.as_ptr(),
+        );
+    }
+}
+
+// ----- kernel marking and launch bounds -------------------------------------------------------
+
+/// `CallingConv::PTX_Kernel`. LLVM 19's `isKernelFunction` accepts either the
+/// `nvvm.annotations` "kernel" entry or this calling convention; from the LLVM 20 cycle on the
+/// calling convention is the canonical form (clang/MLIR emit it, PR #120806) and LLVM 21 upgrades
+/// the metadata form into it when parsing (PR #119261). `PTX_Device` would be 72. Never emit a
+/// call *to* a `ptx_kernel` function: newer LLVM rejects it (PR #190434).
+pub const PTX_KERNEL_CALL_CONV: u32 = 71;
+
+/// Mark `f` as a kernel entry (`.entry` in PTX).
+pub fn mark_kernel(f: FunctionValue<'_>) {
+    f.set_call_conventions(PTX_KERNEL_CALL_CONV);
+}
+
+/// Launch bounds: `.maxntid N, 1, 1` and, when given, `.minnctapersm M`.
+///
+/// LLVM 19 reads them only from `nvvm.annotations` entries `!{ptr @f, !"maxntidx", i32 N}` and
+/// `!{ptr @f, !"minctasm", i32 M}`. LLVM 21 moved them to function attributes
+/// (`"nvvm.maxntid"="N"` PR #127736, `"nvvm.minctasm"="M"` PR #125908) and only auto-upgrades the
+/// metadata when IR is *parsed*, which a module built in memory never is, so on 21+ this
+/// function must emit the attributes instead.
+pub fn set_launch_bounds<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    f: FunctionValue<'ctx>,
+    max_threads: u32,
+    min_blocks_per_sm: Option<u32>,
+) -> Result<(), CodegenError> {
+    let i32t = ctx.i32_type();
+    let add = |key: &str, v: u32| -> Result<(), CodegenError> {
+        let md = ctx.metadata_node(&[
+            f.as_global_value().as_pointer_value().into(),
+            ctx.metadata_string(key).into(),
+            i32t.const_int(v as u64, false).into(),
+        ]);
+        module
+            .add_global_metadata("nvvm.annotations", &md)
+            .map_err(|e| CodegenError::Builder(format!("nvvm.annotations: {e}")))
+    };
+    // The unspecified y/z bounds default to 1 (`.maxntid N, 1, 1`).
+    add("maxntidx", max_threads)?;
+    if let Some(m) = min_blocks_per_sm {
+        add("minctasm", m)?;
+    }
+    Ok(())
+}
+
+// ----- intrinsics -----------------------------------------------------------------------------
+
+/// `__syncthreads()`. LLVM 21 renamed the canonical form to
+/// `llvm.nvvm.barrier.cta.sync.aligned.all(i32 0)` (PR #140615/#141143); the old name is only
+/// upgraded when parsing IR text/bitcode.
+pub const BARRIER: &str = "llvm.nvvm.barrier0";
+
+/// Full-warp ballot `vote.sync.ballot.b32`: `i32 (i32 mask, i1 pred)`.
+pub const BALLOT: &str = "llvm.nvvm.vote.ballot.sync";
+
+/// `ex2.approx.f32` (non-ftz): `float (float)`. Newer LLVM made the family overloaded
+/// (`llvm.nvvm.ex2.approx.f32`, `.f16`, ...): re-check the name when moving.
+pub const EX2_APPROX: &str = "llvm.nvvm.ex2.approx.f";
+/// `lg2.approx.f32` (non-ftz): `float (float)`.
+pub const LG2_APPROX: &str = "llvm.nvvm.lg2.approx.f";
+
+/// Every participating lane: the DSL's shuffles and ballots are always full-warp.
+pub const FULL_WARP_MASK: u64 = 0xffff_ffff;
+
+/// Special-register readers: `i32 ()`.
+pub const SREG_TID_X: &str = "llvm.nvvm.read.ptx.sreg.tid.x";
+pub fn sreg_ctaid(axis: Axis) -> &'static str {
+    match axis {
+        Axis::X => "llvm.nvvm.read.ptx.sreg.ctaid.x",
+        Axis::Y => "llvm.nvvm.read.ptx.sreg.ctaid.y",
+        Axis::Z => "llvm.nvvm.read.ptx.sreg.ctaid.z",
+    }
+}
+pub fn sreg_nctaid(axis: Axis) -> &'static str {
+    match axis {
+        Axis::X => "llvm.nvvm.read.ptx.sreg.nctaid.x",
+        Axis::Y => "llvm.nvvm.read.ptx.sreg.nctaid.y",
+        Axis::Z => "llvm.nvvm.read.ptx.sreg.nctaid.z",
+    }
+}
+
+/// `shfl.sync` intrinsic: `T (i32 mask, T value, i32 lane_or_offset, i32 clamp)`, `T` = i32 or
+/// float. The `.sync` forms need sm_70+; the non-sync forms are deprecated in PTX.
+pub fn shuffle_intrinsic(mode: ShuffleMode, float: bool) -> &'static str {
+    match (mode, float) {
+        (ShuffleMode::Xor, false) => "llvm.nvvm.shfl.sync.bfly.i32",
+        (ShuffleMode::Xor, true) => "llvm.nvvm.shfl.sync.bfly.f32",
+        (ShuffleMode::Down, false) => "llvm.nvvm.shfl.sync.down.i32",
+        (ShuffleMode::Down, true) => "llvm.nvvm.shfl.sync.down.f32",
+        (ShuffleMode::Up, false) => "llvm.nvvm.shfl.sync.up.i32",
+        (ShuffleMode::Up, true) => "llvm.nvvm.shfl.sync.up.f32",
+        (ShuffleMode::Idx, false) => "llvm.nvvm.shfl.sync.idx.i32",
+        (ShuffleMode::Idx, true) => "llvm.nvvm.shfl.sync.idx.f32",
+    }
+}
+
+/// The `c` operand of `shfl.sync` for a full 32-lane segment: `0x1f` (max lane) for
+/// bfly/down/idx, `0` (min lane) for up. With these, `down` lanes past 31 and `up` lanes below
+/// 0 keep their own value, as the IR specifies.
+pub fn shuffle_clamp(mode: ShuffleMode) -> u64 {
+    match mode {
+        ShuffleMode::Up => 0,
+        ShuffleMode::Xor | ShuffleMode::Down | ShuffleMode::Idx => 0x1f,
+    }
+}
+
+/// Every non-overloaded NVVM intrinsic this crate uses (checked by a unit test).
+pub fn all_intrinsic_names() -> Vec<&'static str> {
+    let mut v = vec![BARRIER, BALLOT, EX2_APPROX, LG2_APPROX, SREG_TID_X];
+    for a in [Axis::X, Axis::Y, Axis::Z] {
+        v.push(sreg_ctaid(a));
+        v.push(sreg_nctaid(a));
+    }
+    for m in [
+        ShuffleMode::Xor,
+        ShuffleMode::Down,
+        ShuffleMode::Up,
+        ShuffleMode::Idx,
+    ] {
+        v.push(shuffle_intrinsic(m, false));
+        v.push(shuffle_intrinsic(m, true));
+    }
+    v
+}
+
+/// Declare an intrinsic in `module` (overloaded ones need `overloads`), failing loudly when the
+/// linked LLVM does not know the name.
+pub fn declare<'ctx>(
+    module: &Module<'ctx>,
+    name: &str,
+    overloads: &[BasicTypeEnum<'ctx>],
+) -> Result<FunctionValue<'ctx>, CodegenError> {
+    Intrinsic::find(name)
+        .and_then(|i| i.get_declaration(module, overloads))
+        .ok_or_else(|| CodegenError::MissingIntrinsic(name.to_string()))
+}
+
+/// Emit `__syncthreads()`.
+pub fn build_barrier<'ctx>(
+    builder: &Builder<'ctx>,
+    module: &Module<'ctx>,
+) -> Result<(), CodegenError> {
+    let f = declare(module, BARRIER, &[])?;
+    builder.build_call(f, &[], "")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_intrinsic_exists() {
+        for n in all_intrinsic_names() {
+            let i = Intrinsic::find(n).unwrap_or_else(|| panic!("LLVM does not know {n}"));
+            assert!(!i.is_overloaded(), "{n} became overloaded");
+        }
+        for n in [
+            "llvm.fptosi.sat",
+            "llvm.fptoui.sat",
+            "llvm.sqrt",
+            "llvm.fma",
+            "llvm.minnum",
+        ] {
+            assert!(Intrinsic::find(n).is_some(), "{n}");
+        }
+    }
+}

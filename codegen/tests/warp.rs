@@ -1,0 +1,126 @@
+//! Shuffles (every mode, every 32-bit type), ballot, and the collectives built on them.
+mod common;
+use common::*;
+use entkv_dsl::*;
+
+#[test]
+fn every_shuffle_mode_and_ballot() {
+    let mut k = KernelBuilder::new("shuffles", 128);
+    let ai = k.buffer("ai", Scalar::I32, Access::Read);
+    let au = k.buffer("au", Scalar::U32, Access::Read);
+    let af = k.buffer("af", Scalar::F32, Access::Read);
+    let oi = k.buffer("oi", Scalar::I32, Access::Write);
+    let ou = k.buffer("ou", Scalar::U32, Access::Write);
+    let of = k.buffer("of", Scalar::F32, Access::Write);
+    let t = k.let_("t", k.global_thread_id());
+    let lane = k.let_("lane", k.lane());
+    let src = k.let_("src", (lane + 5u32) & 31u32);
+    let modes = [
+        (ShuffleMode::Xor, u32c(1)),
+        (ShuffleMode::Down, u32c(2)),
+        (ShuffleMode::Up, u32c(3)),
+        (ShuffleMode::Idx, src.e()),
+    ];
+    for (buf, out) in [(ai, oi), (au, ou), (af, of)] {
+        let x = k.let_("x", buf.at(t));
+        for (j, (mode, arg)) in modes.iter().enumerate() {
+            let r = k.shuffle(*mode, x, arg.clone());
+            k.store(out, t * 4u32 + j as u32, r);
+        }
+    }
+    let b = k.ballot(af.at(t).gt(0.0f32));
+    k.store(ou, t + 1024u32, b);
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let p = c.ptx();
+    for insn in [
+        "shfl.sync.bfly.b32",
+        "shfl.sync.down.b32",
+        "shfl.sync.up.b32",
+        "shfl.sync.idx.b32",
+        "vote.sync.ballot.b32",
+    ] {
+        assert_insn(p, insn);
+    }
+    // 3 types x 4 modes, none merged or dropped.
+    let n = instructions(p)
+        .filter(|l| l.starts_with("shfl.sync"))
+        .count();
+    assert_eq!(n, 12, "{p}");
+    // Full-warp mask and the clamp operands: 0x1f for bfly/down/idx, 0 for up.
+    assert!(
+        p.contains("shfl.sync.up.b32") && p.contains(", 3, 0, -1;"),
+        "{p}"
+    );
+    assert!(p.contains(", 1, 31, -1;"), "{p}");
+    assert!(p.contains(", 2, 31, -1;"), "{p}");
+}
+
+#[test]
+fn block_allreduce_many_and_warp_reductions() {
+    let mut k = KernelBuilder::new("block_reduce", 256);
+    let a = k.buffer("a", Scalar::F32, Access::Read);
+    let o = k.buffer("o", Scalar::F32, Access::Write);
+    let ou = k.buffer("ou", Scalar::U32, Access::Write);
+    let scratch = k.shared("scratch", Scalar::F32, 8 * 3);
+    let t = k.let_("t", k.thread_idx());
+    let x = k.let_("x", a.at(k.global_thread_id()));
+    let r = k.block_allreduce_many(
+        &[
+            (Reduce::Sum, x.e()),
+            (Reduce::Max, x.e()),
+            (Reduce::Min, x.e()),
+        ],
+        scratch,
+    );
+    let w = k.warp_allreduce(Reduce::Max, t.e());
+    let wi = k.warp_allreduce(Reduce::Min, t.i32() - 7);
+    k.if_(t.eq_(0u32), |k| {
+        for (j, v) in r.iter().enumerate() {
+            k.store(o, k.block_idx(Axis::X) * 3u32 + j as u32, *v);
+        }
+    });
+    k.store(ou, k.global_thread_id(), w + wi.u32());
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let p = c.ptx();
+    assert_insn(p, "shfl.sync.bfly.b32");
+    assert_insn(p, "bar.sync");
+    assert_insn(p, "st.shared.f32");
+    assert_insn(p, "ld.shared.f32");
+    if let Some(r) = &c.report {
+        assert_eq!(r.function("block_reduce").unwrap().shared_bytes, 96);
+    }
+}
+
+#[test]
+fn block_exclusive_scan_multi_and_single_warp() {
+    let mut k = KernelBuilder::new("block_scan", 512);
+    let a = k.buffer("a", Scalar::U32, Access::Read);
+    let o = k.buffer("o", Scalar::U32, Access::Write);
+    let tot = k.buffer("tot", Scalar::U32, Access::Write);
+    let scratch = k.shared("scratch", Scalar::U32, 16);
+    let g = k.let_("g", k.global_thread_id());
+    let (excl, total) = k.block_exclusive_scan(a.at(g), scratch);
+    k.store(o, g, excl);
+    k.if_(k.thread_idx().eq_(0u32), |k| {
+        k.store(tot, k.block_idx(Axis::X), total)
+    });
+    let multi = k.finish().unwrap();
+
+    let mut k = KernelBuilder::new("warp_scan", 32);
+    let a = k.buffer("a", Scalar::I32, Access::Read);
+    let o = k.buffer("o", Scalar::I32, Access::Write);
+    let scratch = k.shared("scratch", Scalar::I32, 1);
+    let g = k.let_("g", k.global_thread_id());
+    let (excl, total) = k.block_exclusive_scan(a.at(g), scratch);
+    k.store(o, g, excl + total);
+    let single = k.finish().unwrap();
+
+    let c = check(&[&multi, &single]);
+    assert_insn(c.entry("block_scan"), "shfl.sync.up.b32");
+    assert_insn(c.entry("block_scan"), "shfl.sync.idx.b32");
+    assert_insn(c.entry("block_scan"), "bar.sync");
+    assert_insn(c.entry("warp_scan"), "shfl.sync.up.b32");
+    assert_no_insn(c.entry("warp_scan"), "bar.sync");
+}

@@ -1,0 +1,60 @@
+//! # entkv-kernels
+//!
+//! Boundary: the kernels of support-aware entmax decoding, written once in the DSL and
+//! specialized (α, head dim, GQA group, dtypes, tile config) by the Rust code that builds them;
+//! plus the float64 CPU references they are tested against and seeded test-data generators.
+//! Specialization types, signatures and launch geometry come from `entkv-abi`, which the
+//! runtime shares.
+
+pub mod check;
+pub mod data;
+pub mod decode_dense;
+pub mod entmax;
+pub mod fill;
+pub mod reference;
+
+use entkv_abi::{DType, DecodeSpec, DenseTile, SpecError};
+use entkv_dsl::{DslError, Kernel, Scalar};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum KernelGenError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Dsl(#[from] DslError),
+}
+
+/// The DSL element type of a boundary dtype.
+pub fn scalar_of(d: DType) -> Scalar {
+    match d {
+        DType::F16 => Scalar::F16,
+        DType::BF16 => Scalar::BF16,
+        DType::F32 => Scalar::F32,
+    }
+}
+
+/// A group of kernels emitted together as one PTX module (one file).
+#[derive(Debug)]
+pub struct KernelModule {
+    /// File stem, e.g. `decode_dense`.
+    pub name: &'static str,
+    pub kernels: Vec<Kernel>,
+}
+
+/// Every kernel module that exists for a decode specialization, with default tile configs.
+pub fn modules_for(spec: &DecodeSpec) -> Result<Vec<KernelModule>, KernelGenError> {
+    let tile = DenseTile::default_for(spec);
+    Ok(vec![dense_module(spec, &tile)?])
+}
+
+/// The dense decode pair (score + finish) for one tile config.
+pub fn dense_module(spec: &DecodeSpec, tile: &DenseTile) -> Result<KernelModule, KernelGenError> {
+    Ok(KernelModule {
+        name: "decode_dense",
+        kernels: vec![
+            decode_dense::score_kernel(spec, tile)?,
+            decode_dense::finish_kernel(spec, tile)?,
+        ],
+    })
+}

@@ -1,0 +1,222 @@
+//! Float64 CPU references: the oracles every kernel is tested against.
+//!
+//! The threshold is found by sorting and the closed forms of spec §1.3 for α = 2 and 3/2, and by
+//! bisection to full double precision otherwise (and as a cross-check of the closed forms).
+
+use entkv_abi::Alpha;
+
+/// `Σ_i [z_i − τ]_+^β − 1`, the function whose root is the entmax threshold.
+pub fn threshold_fn(z: &[f64], alpha: Alpha, tau: f64) -> f64 {
+    let beta = alpha.beta();
+    z.iter()
+        .map(|&x| if x > tau { (x - tau).powf(beta) } else { 0.0 })
+        .sum::<f64>()
+        - 1.0
+}
+
+/// Entmax threshold by bisection on `[max − 1, max]` (the root is always there), run until
+/// the bracket stops shrinking in double precision.
+pub fn entmax_tau_bisect(z: &[f64], alpha: Alpha) -> f64 {
+    assert!(!z.is_empty(), "entmax of an empty vector");
+    let m = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let (mut lo, mut hi) = (m - 1.0, m);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if threshold_fn(z, alpha, mid) >= 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Exact entmax threshold `τ` of entmax-space scores `z` (`z = (α−1)·s`).
+pub fn entmax_tau(z: &[f64], alpha: Alpha) -> f64 {
+    assert!(!z.is_empty(), "entmax of an empty vector");
+    let mut s: Vec<f64> = z.to_vec();
+    s.sort_by(|a, b| b.total_cmp(a));
+    let m = s[0];
+    match alpha {
+        Alpha::Two => {
+            // k* = max{k : 1 + k·z_(k) > Σ_{j≤k} z_(j)}, τ = (Σ_{j≤k*} z_(j) − 1)/k*.
+            // Shifted by the max for accuracy.
+            let (mut cum, mut best) = (0.0, (1usize, 0.0));
+            for (i, &x) in s.iter().enumerate() {
+                let u = x - m;
+                cum += u;
+                let k = (i + 1) as f64;
+                if 1.0 + k * u > cum {
+                    best = (i + 1, cum);
+                }
+            }
+            m + (best.1 - 1.0) / best.0 as f64
+        }
+        Alpha::ThreeHalves => {
+            // τ_k = mean_k − sqrt((1 − ss_k)/k); support = largest k with τ_k ≤ z_(k).
+            let (mut su, mut su2) = (0.0, 0.0);
+            let mut tau = m - 1.0;
+            for (i, &x) in s.iter().enumerate() {
+                let u = x - m;
+                su += u;
+                su2 += u * u;
+                let k = (i + 1) as f64;
+                let mean = su / k;
+                let ss = su2 - su * mean;
+                if ss > 1.0 {
+                    break;
+                }
+                let t = mean - ((1.0 - ss) / k).sqrt();
+                if t <= u {
+                    tau = m + t;
+                } else {
+                    break;
+                }
+            }
+            tau
+        }
+        _ => entmax_tau_bisect(z, alpha),
+    }
+}
+
+/// Entmax probabilities `p_i = [z_i − τ]_+^β` and the threshold.
+pub fn entmax(z: &[f64], alpha: Alpha) -> (Vec<f64>, f64) {
+    let tau = entmax_tau(z, alpha);
+    let beta = alpha.beta();
+    let p = z
+        .iter()
+        .map(|&x| if x > tau { (x - tau).powf(beta) } else { 0.0 })
+        .collect();
+    (p, tau)
+}
+
+/// A dense decode problem in float64: q `[batch, q_heads, d]`, K and V
+/// `[batch, kv_heads, n, d]` (values already rounded to the kernel's storage types).
+#[derive(Clone, Debug)]
+pub struct DenseProblem {
+    pub batch: usize,
+    pub q_heads: usize,
+    pub kv_heads: usize,
+    pub n: usize,
+    pub d: usize,
+    pub q: Vec<f64>,
+    pub k: Vec<f64>,
+    pub v: Vec<f64>,
+}
+
+/// Reference results per (batch, query head).
+#[derive(Clone, Debug)]
+pub struct DecodeReference {
+    /// `[batch, q_heads, d]`.
+    pub out: Vec<f64>,
+    /// Threshold in entmax space, `[batch, q_heads]`.
+    pub tau: Vec<f64>,
+    /// Support size `|{j : z_j > τ}|`, `[batch, q_heads]`.
+    pub support: Vec<usize>,
+    /// Entmax-space scores `[batch, q_heads, n]`, for tolerance analysis.
+    pub z: Vec<f64>,
+}
+
+/// Full-cache entmax attention in float64: `z_j = (α−1)·q·k_j/√d`, `o = Σ_j p_j v_j`.
+pub fn dense_decode(p: &DenseProblem, alpha: Alpha) -> DecodeReference {
+    let (b_n, h_n, d, n) = (p.batch, p.q_heads, p.d, p.n);
+    let group = h_n / p.kv_heads;
+    let scale = (alpha.value() - 1.0) / (d as f64).sqrt();
+    let mut out = vec![0.0; b_n * h_n * d];
+    let mut tau = vec![0.0; b_n * h_n];
+    let mut support = vec![0; b_n * h_n];
+    let mut zs = vec![0.0; b_n * h_n * n];
+    for b in 0..b_n {
+        for h in 0..h_n {
+            let kvh = h / group;
+            let q = &p.q[(b * h_n + h) * d..][..d];
+            let kv0 = (b * p.kv_heads + kvh) * n * d;
+            let z: Vec<f64> = (0..n)
+                .map(|j| {
+                    let kr = &p.k[kv0 + j * d..][..d];
+                    scale * q.iter().zip(kr).map(|(a, b)| a * b).sum::<f64>()
+                })
+                .collect();
+            let (pr, t) = entmax(&z, alpha);
+            let o = &mut out[(b * h_n + h) * d..][..d];
+            for (j, &pj) in pr.iter().enumerate() {
+                if pj > 0.0 {
+                    let vr = &p.v[kv0 + j * d..][..d];
+                    for (oi, vi) in o.iter_mut().zip(vr) {
+                        *oi += pj * vi;
+                    }
+                }
+            }
+            tau[b * h_n + h] = t;
+            support[b * h_n + h] = pr.iter().filter(|&&x| x > 0.0).count();
+            zs[(b * h_n + h) * n..][..n].copy_from_slice(&z);
+        }
+    }
+    DecodeReference {
+        out,
+        tau,
+        support,
+        z: zs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()))
+    }
+
+    #[test]
+    fn closed_forms_agree_with_bisection() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for n in [1usize, 2, 3, 17, 200, 5000] {
+            for spread in [0.1, 1.0, 5.0] {
+                let z: Vec<f64> = (0..n).map(|_| rng.gen_range(-spread..spread)).collect();
+                for alpha in [Alpha::Two, Alpha::ThreeHalves] {
+                    let a = entmax_tau(&z, alpha);
+                    let b = entmax_tau_bisect(&z, alpha);
+                    assert!(close(a, b, 1e-12), "n={n} α={alpha}: {a} vs {b}");
+                    let (p, _) = entmax(&z, alpha);
+                    let s: f64 = p.iter().sum();
+                    assert!((s - 1.0).abs() < 1e-10, "sum {s}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn known_values() {
+        // Sparsemax of (1, 0): τ = 0, p = (1, 0). Of (0.2, 0.1): both in support.
+        assert!(close(entmax_tau(&[1.0, 0.0], Alpha::Two), 0.0, 1e-15));
+        let (p, _) = entmax(&[0.2, 0.1], Alpha::Two);
+        assert!(close(p[0], 0.55, 1e-12) && close(p[1], 0.45, 1e-12));
+        // All-equal scores: uniform for every α.
+        for alpha in [Alpha::Two, Alpha::ThreeHalves, Alpha::FourThirds, Alpha::Other(1.25)] {
+            let (p, _) = entmax(&[0.3; 8], alpha);
+            for x in p {
+                assert!(close(x, 0.125, 1e-9), "{alpha}: {x}");
+            }
+        }
+        // One dominant entry gets everything.
+        let (p, _) = entmax(&[10.0, 0.0, -1.0], Alpha::ThreeHalves);
+        assert_eq!(p, vec![1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn generic_alpha_sums_to_one() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let z: Vec<f64> = (0..1000).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        for a in [1.1, 1.25, 4.0 / 3.0, 3.0] {
+            let alpha = Alpha::new(a).unwrap();
+            let (p, t) = entmax(&z, alpha);
+            assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9, "α={a}");
+            assert!(threshold_fn(&z, alpha, t).abs() < 1e-9);
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The dense decode kernels in the CPU interpreter against the float64 oracle.
+
+use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
+use entkv_kernels::check::{compare, interp::run_dense, reference, DataKind, DenseCase};
+
+fn case(alpha: f64, group: u32, n: u64, tile: Option<DenseTile>, data: DataKind, seed: u64) -> DenseCase {
+    let spec = DecodeSpec::new(alpha, 32, group, DType::F16).unwrap();
+    let tile = tile.unwrap_or_else(|| DenseTile::default_for(&spec));
+    DenseCase {
+        spec,
+        tile,
+        shape: DenseShape { batch: 2, kv_heads: 2, n },
+        seed,
+        data,
+    }
+}
+
+fn check(c: &DenseCase) {
+    let x = c.inputs();
+    let r = reference(c, &x);
+    let (got, stats) = run_dense(c, &x).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let res = compare(&r, &got, c.spec.head_dim as usize, c.shape.n as usize, None);
+    println!(
+        "α={} g={} n={} {:?} tile={}: rel {:.2e} τ {:.2e} support≤{} mismatches {} (K bytes {}, finish bytes {})",
+        c.spec.alpha,
+        c.spec.group,
+        c.shape.n,
+        c.data,
+        c.tile.tag(),
+        res.max_rel_err,
+        res.max_tau_err,
+        res.max_support,
+        res.support_mismatches,
+        stats.score.global_bytes_loaded,
+        stats.finish.global_bytes_loaded
+    );
+    assert!(res.passed, "{c:?}\n{res:?}");
+}
+
+#[test]
+fn dense_decode_matches_oracle_on_required_sizes() {
+    for alpha in [1.5, 2.0] {
+        for group in [1, 3] {
+            for n in [1, 2, 17, 1000, 4097] {
+                check(&case(alpha, group, n, None, DataKind::Normal, 42 + n));
+            }
+        }
+    }
+}
+
+/// A small tile makes many splits even for short sequences, and a tiny finish capacity forces
+/// the global-memory path of the finish pass.
+#[test]
+fn dense_decode_small_tiles_and_global_fallback() {
+    let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+    let mut tile = DenseTile::default_for(&spec);
+    tile.threads = 64;
+    tile.tokens_per_group = 2;
+    tile.finish_threads = 64;
+    tile.finish_capacity = 32;
+    for (alpha, n) in [(1.5, 333), (2.0, 100)] {
+        check(&case(alpha, 1, n, Some(tile), DataKind::Normal, 7));
+    }
+    tile.newton_steps = 0;
+    check(&case(1.5, 1, 200, Some(tile), DataKind::Normal, 8));
+}
+
+#[test]
+fn dense_decode_adversarial_data() {
+    for data in [DataKind::Ties, DataKind::Dominant, DataKind::Extreme] {
+        for alpha in [1.5, 2.0] {
+            check(&case(alpha, 1, 300, None, data, 5));
+        }
+    }
+    // Ties over more tokens than the finish pass stages in shared memory: global path.
+    check(&case(1.5, 1, 4097, None, DataKind::Ties, 6));
+}

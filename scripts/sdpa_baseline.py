@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""torch SDPA dense softmax decode on the same shapes as entkv's GPU checks (the
+FlashDecoding-style baseline of ../shared/BENCH.md). One query per head, fp16, CUDA events,
+warm-up, median/min/p90. Writes JSON records in the same schema as entkv's TimingRecord."""
+import argparse, datetime, json, os, subprocess
+
+import torch
+import torch.nn.functional as F
+
+CEILING = 4.28e12  # measured H200 copy rate, bytes/s
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, nargs="+", default=[131072, 1048576])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=24)
+    ap.add_argument("--kv-heads", type=int, default=24)
+    ap.add_argument("--head-dim", type=int, default=32)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--workload", default="paper")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    try:
+        driver = subprocess.check_output(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], text=True).strip()
+    except Exception:
+        driver = "unknown"
+    rows = []
+    for n in a.n:
+        torch.manual_seed(0)
+        q = torch.randn(a.batch, a.heads, 1, a.head_dim, device=dev, dtype=torch.float16)
+        k = torch.randn(a.batch, a.kv_heads, n, a.head_dim, device=dev, dtype=torch.float16)
+        v = torch.randn_like(k)
+        gqa = a.heads != a.kv_heads
+        run = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+        for _ in range(a.warmup):
+            run()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(a.iters):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); run(); e.record(); e.synchronize()
+            times.append(s.elapsed_time(e))
+        times.sort()
+        med, mn, p90 = times[len(times) // 2], times[0], times[int(round((len(times) - 1) * 0.9))]
+        nbytes = 2 * k.numel() * k.element_size() + 2 * q.numel() * q.element_size()
+        rows.append(dict(
+            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            commit=os.environ.get("ENTKV_COMMIT", "unknown"), gpu=props.name, driver=driver,
+            workload=a.workload, method="softmax-sdpa", batch=a.batch, q_heads=a.heads,
+            kv_heads=a.kv_heads, head_dim=a.head_dim, alpha=1.0, kv_dtype="f16", n=n,
+            iters=a.iters, median_ms=med, min_ms=mn, p90_ms=p90, bytes=nbytes,
+            floor_ms=nbytes / CEILING * 1e3))
+        print(f"sdpa n={n}: median {med:.3f} ms  min {mn:.3f}  p90 {p90:.3f}  floor {nbytes/CEILING*1e3:.3f} ms")
+        del q, k, v
+        torch.cuda.empty_cache()
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=2)
+
+if __name__ == "__main__":
+    main()
