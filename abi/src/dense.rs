@@ -26,6 +26,9 @@ pub struct DenseTile {
     pub tokens_per_group: u32,
     /// Newton steps of the per-split threshold bound (0 = use `max − 1`).
     pub newton_steps: u32,
+    /// Occupancy hint for the score pass (`.minnctapersm`; 0 = none). Without a hint ptxas
+    /// may cap registers for occupancy and spill the per-head registers of large GQA groups.
+    pub score_min_blocks: u32,
     /// Threads per CTA of the finish pass.
     pub finish_threads: u32,
     /// Candidates the finish pass stages in shared memory; more fall back to global memory.
@@ -47,6 +50,7 @@ impl DenseTile {
             lanes_per_token,
             tokens_per_group,
             newton_steps: 3,
+            score_min_blocks: if spec.group >= 4 { 2 } else { 0 },
             finish_threads: 256,
             finish_capacity: 4096,
         }
@@ -62,14 +66,15 @@ impl DenseTile {
         (spec.head_dim * spec.kv_dtype.size_bytes() / 16).max(1)
     }
 
-    /// `t256_l4_r16_n3_f256_c4096`.
+    /// `t256_l4_r16_n3_m0_f256_c4096`.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_f{}_c{}",
+            "t{}_l{}_r{}_n{}_m{}_f{}_c{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
             self.newton_steps,
+            self.score_min_blocks,
             self.finish_threads,
             self.finish_capacity
         )
@@ -80,9 +85,14 @@ impl DenseTile {
             kernel: "decode_dense",
             reason,
         };
-        for (name, t) in [("threads", self.threads), ("finish_threads", self.finish_threads)] {
+        for (name, t) in [
+            ("threads", self.threads),
+            ("finish_threads", self.finish_threads),
+        ] {
             if !(32..=1024).contains(&t) || t % 32 != 0 {
-                return Err(bad(format!("{name} = {t} must be a multiple of 32 in 32..=1024")));
+                return Err(bad(format!(
+                    "{name} = {t} must be a multiple of 32 in 32..=1024"
+                )));
             }
         }
         let l = self.lanes_per_token;
@@ -102,6 +112,9 @@ impl DenseTile {
                 "tokens_per_group × group = {} must be in 1..=64 (registers)",
                 self.tokens_per_group * spec.group
             )));
+        }
+        if self.score_min_blocks > 32 {
+            return Err(bad("score_min_blocks must be ≤ 32".into()));
         }
         if self.newton_steps > 16 {
             return Err(bad("newton_steps must be ≤ 16".into()));
@@ -165,7 +178,11 @@ pub fn dense_score_geometry(tile: &DenseTile, shape: &DenseShape) -> LaunchGeome
     }
 }
 
-pub fn dense_finish_geometry(spec: &DecodeSpec, tile: &DenseTile, shape: &DenseShape) -> LaunchGeometry {
+pub fn dense_finish_geometry(
+    spec: &DecodeSpec,
+    tile: &DenseTile,
+    shape: &DenseShape,
+) -> LaunchGeometry {
     LaunchGeometry {
         grid: [shape.q_heads(spec), shape.batch, 1],
         block: tile.finish_threads,

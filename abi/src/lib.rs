@@ -15,4 +15,5 @@ pub use geometry::{ceil_div, LaunchGeometry};
 pub use signature::{ArgKind, ArgSpec, Elem};
 pub use spec::{
     check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError,
+    SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES,
 };

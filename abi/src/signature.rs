@@ -29,7 +29,10 @@ impl From<DType> for Elem {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ArgKind {
     /// A device pointer; `writes` says whether the kernel writes through it.
-    Buffer { elem: Elem, writes: bool },
+    Buffer {
+        elem: Elem,
+        writes: bool,
+    },
     I32,
     I64,
     F32,
@@ -56,7 +59,10 @@ pub fn dense_score_signature(spec: &DecodeSpec) -> Vec<ArgSpec> {
         buf("cand_idx", Elem::I32, true),
         buf("cand_count", Elem::I32, true),
         buf("cand_lb", Elem::F32, true),
-        ArgSpec { name: "n", kind: ArgKind::I64 },
+        ArgSpec {
+            name: "n",
+            kind: ArgKind::I64,
+        },
     ]
 }
 
@@ -70,7 +76,13 @@ pub fn dense_finish_signature(spec: &DecodeSpec) -> Vec<ArgSpec> {
         buf("out", spec.out_dtype.into(), true),
         buf("tau", Elem::F32, true),
         buf("support", Elem::I32, true),
-        ArgSpec { name: "splits", kind: ArgKind::I32 },
-        ArgSpec { name: "n", kind: ArgKind::I64 },
+        ArgSpec {
+            name: "splits",
+            kind: ArgKind::I32,
+        },
+        ArgSpec {
+            name: "n",
+            kind: ArgKind::I64,
+        },
     ]
 }

@@ -44,7 +44,12 @@ pub fn emit(specs: &[DecodeSpec], page_size: u32, out: &Path) -> Result<Manifest
     let mut manifest = Manifest {
         entkv_version: env!("CARGO_PKG_VERSION"),
         llvm_version: llvm_version(),
-        target: format!("sm_{} (PTX {}.{})", target.sm, target.ptx_version / 10, target.ptx_version % 10),
+        target: format!(
+            "sm_{} (PTX {}.{})",
+            target.sm,
+            target.ptx_version / 10,
+            target.ptx_version % 10
+        ),
         alpha: first.alpha.value(),
         head_dim: first.head_dim,
         page_size,
@@ -78,6 +83,9 @@ pub fn emit(specs: &[DecodeSpec], page_size: u32, out: &Path) -> Result<Manifest
             });
         }
     }
-    std::fs::write(out.join("manifest.json"), serde_json::to_string_pretty(&manifest)?)?;
+    std::fs::write(
+        out.join("manifest.json"),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
     Ok(manifest)
 }

@@ -12,11 +12,13 @@
 use crate::record::{Environment, TimingRecord};
 use anyhow::{bail, Context, Result};
 use entkv_abi::{
-    dense_entry_names, dense_finish_geometry, dense_score_geometry, DType, DecodeSpec, DenseShape, DenseTile,
-    LaunchGeometry,
+    dense_entry_names, dense_finish_geometry, dense_score_geometry, DType, DecodeSpec, DenseShape,
+    DenseTile, LaunchGeometry,
 };
 use entkv_codegen::{compile_module, Target};
-use entkv_kernels::check::{compare, reference, DataKind, DenseCase, DenseCheck, DenseInputs, DenseOutputs};
+use entkv_kernels::check::{
+    compare, reference, DataKind, DenseCase, DenseCheck, DenseInputs, DenseOutputs,
+};
 use entkv_kernels::data::Tensor;
 use entkv_kernels::fill::{fill_kernel, value_at};
 use entkv_kernels::reference::{dense_decode, DenseProblem};
@@ -299,7 +301,12 @@ impl DenseBuffers {
         Ok(DenseOutputs {
             out: self.out.to_f64(case.spec.out_dtype)?,
             tau: self.tau.to_host()?.into_iter().map(|x| x as f64).collect(),
-            support: self.support.to_host()?.into_iter().map(|x| x as i64).collect(),
+            support: self
+                .support
+                .to_host()?
+                .into_iter()
+                .map(|x| x as i64)
+                .collect(),
         })
     }
 }
@@ -310,7 +317,12 @@ fn row_of(name: String, c: &DenseCheck) -> CheckRow {
         passed: c.passed,
         detail: format!(
             "rel err {:.2e}, τ err {:.2e}, support ≤ {}, mismatches {}, non-finite {} ({} heads)",
-            c.max_rel_err, c.max_tau_err, c.max_support, c.support_mismatches, c.non_finite, c.heads
+            c.max_rel_err,
+            c.max_tau_err,
+            c.max_support,
+            c.support_mismatches,
+            c.non_finite,
+            c.heads
         ),
     }
 }
@@ -387,17 +399,35 @@ const SEED_K: u32 = 0x1234_5678;
 const SEED_V: u32 = 0x0bad_cafe;
 
 /// Fill `buf` (`len` elements of `dtype`) on the device with the counter-based generator.
-fn device_fill(gpu: &Gpu, kernels: &mut Kernels, buf: &DevTensor, dtype: DType, len: u64, seed: u32) -> Result<()> {
+fn device_fill(
+    gpu: &Gpu,
+    kernels: &mut Kernels,
+    buf: &DevTensor,
+    dtype: DType,
+    len: u64,
+    seed: u32,
+) -> Result<()> {
     let f = kernels.fill(dtype)?;
     let geom = LaunchGeometry::linear(gpu.info().sm_count * 16, entkv_kernels::fill::FILL_THREADS);
-    let args = [buf.arg(), KernelArg::I64(len as i64), KernelArg::U32(seed), KernelArg::F32(1.0)];
+    let args = [
+        buf.arg(),
+        KernelArg::I64(len as i64),
+        KernelArg::U32(seed),
+        KernelArg::F32(1.0),
+    ];
     // SAFETY: `fill_normal(out, len, seed, scale)` writes exactly `len` elements of `buf`.
     unsafe { launch(f, &geom, gpu.stream_raw(), &args)? };
     Ok(())
 }
 
 /// The large `paper`-shape run: correctness on sampled heads, then timing.
-fn run_large(gpu: &Gpu, kernels: &mut Kernels, n: u64, opts: &Options, env: &Environment) -> Result<(CheckRow, TimingRecord)> {
+fn run_large(
+    gpu: &Gpu,
+    kernels: &mut Kernels,
+    n: u64,
+    opts: &Options,
+    env: &Environment,
+) -> Result<(CheckRow, TimingRecord)> {
     let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
     let case = DenseCase {
         spec,
@@ -414,7 +444,10 @@ fn run_large(gpu: &Gpu, kernels: &mut Kernels, n: u64, opts: &Options, env: &Env
     let kv_len = case.shape.batch as u64 * case.shape.kv_heads as u64 * n * d;
     let q = Tensor::from_f64(
         spec.q_dtype,
-        &entkv_kernels::data::normal(case.seed, case.shape.batch as usize * case.q_heads() * d as usize),
+        &entkv_kernels::data::normal(
+            case.seed,
+            case.shape.batch as usize * case.q_heads() * d as usize,
+        ),
     );
     let kbuf = DevTensor::alloc(gpu, spec.kv_dtype, kv_len as usize)?;
     let vbuf = DevTensor::alloc(gpu, spec.kv_dtype, kv_len as usize)?;
@@ -444,7 +477,10 @@ fn run_large(gpu: &Gpu, kernels: &mut Kernels, n: u64, opts: &Options, env: &Env
                 s.spawn(move || check_one_head(case, q, got, hd))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("reference thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reference thread"))
+            .collect()
     });
     let mut worst = checks[0].clone();
     for c in &checks[1..] {
@@ -457,7 +493,8 @@ fn run_large(gpu: &Gpu, kernels: &mut Kernels, n: u64, opts: &Options, env: &Env
         worst.passed &= c.passed;
     }
     // Every head, not only the sampled ones, must have produced finite results.
-    let all_finite = got.out.iter().chain(&got.tau).all(|x| x.is_finite()) && got.support.iter().all(|&s| s > 0);
+    let all_finite =
+        got.out.iter().chain(&got.tau).all(|x| x.is_finite()) && got.support.iter().all(|&s| s > 0);
     if !all_finite {
         worst.passed = false;
         worst.non_finite += 1;
@@ -500,7 +537,11 @@ fn run_large(gpu: &Gpu, kernels: &mut Kernels, n: u64, opts: &Options, env: &Env
 
 fn check_one_head(case: &DenseCase, q: &Tensor, got: &DenseOutputs, hd: usize) -> DenseCheck {
     let spec = &case.spec;
-    let (d, n, group) = (spec.head_dim as usize, case.shape.n as usize, spec.group as usize);
+    let (d, n, group) = (
+        spec.head_dim as usize,
+        case.shape.n as usize,
+        spec.group as usize,
+    );
     let hkv = case.shape.kv_heads as usize;
     let q_heads = case.q_heads();
     let (b, h) = (hd / q_heads, hd % q_heads);
@@ -576,5 +617,9 @@ pub fn run(opts: &Options, commit: &str) -> Result<Report> {
             ),
         });
     }
-    Ok(Report { env, checks, timings })
+    Ok(Report {
+        env,
+        checks,
+        timings,
+    })
 }

@@ -21,7 +21,9 @@ impl Environment {
         Environment {
             date: utc_now(),
             commit: commit.to_string(),
-            gpu: gpu.map(|g| g.info().name.clone()).unwrap_or_else(|| "none".into()),
+            gpu: gpu
+                .map(|g| g.info().name.clone())
+                .unwrap_or_else(|| "none".into()),
             driver: gpu
                 .map(|g| g.info().driver_version.clone())
                 .unwrap_or_else(|| "none".into()),

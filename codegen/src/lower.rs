@@ -54,8 +54,7 @@ pub fn lower_kernel<'ctx>(
     k: &Kernel,
 ) -> R<FunctionValue<'ctx>> {
     let mut l = Lower::new(ctx, module, k)?;
-    let body = k.body.clone();
-    l.block(&body)?;
+    l.block(&k.body)?;
     l.b.build_return(None)?;
     Ok(l.f)
 }
@@ -258,7 +257,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                     set_align(as_inst(v)?, elem.size_bytes())?;
                     return self.store_var(vars[0], v);
                 }
-                if elem.size_bytes() == 2 {
+                if elem.size_bytes() == 2 && compat::LOAD_16BIT_VECTORS_AS_WORDS {
                     return self.load_vec_16bit(vars, elem, ptr);
                 }
                 let vty = vec_ty(self.ty(elem), n);
@@ -432,10 +431,8 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     }
 
     /// Vector load of 2, 4 or 8 16-bit elements as 32-bit words (`i32`, `<2 x i32>`,
-    /// `<4 x i32>`), each word split into a `<2 x T>` pair. LLVM 19's NVPTX backend splits a
-    /// `<4 x bfloat>` load into two 32-bit loads (it has no v4bf16 load pattern); loading words
-    /// keeps it one `ld.v2.u32`, and gives the same `ld.u32`/`ld.v2.u32`/`ld.v4.u32` for f16 and
-    /// bf16 at every length.
+    /// `<4 x i32>`), each word split into a `<2 x T>` pair (see
+    /// [`compat::LOAD_16BIT_VECTORS_AS_WORDS`] for why).
     fn load_vec_16bit(&self, vars: &[VarId], elem: Scalar, ptr: PointerValue<'ctx>) -> R<()> {
         let n = vars.len() as u32;
         let words = n / 2;

@@ -53,8 +53,14 @@ pub fn validate(k: &Kernel) -> Result<(), DslError> {
         if !names.insert(p.name.as_str()) {
             return Err(v.err("params", format!("duplicate parameter name `{}`", p.name)));
         }
-        if let ParamKind::Buffer { elem: Scalar::Bool, .. } = p.kind {
-            return Err(v.err("params", format!("buffer `{}` of bool is not supported", p.name)));
+        if let ParamKind::Buffer {
+            elem: Scalar::Bool, ..
+        } = p.kind
+        {
+            return Err(v.err(
+                "params",
+                format!("buffer `{}` of bool is not supported", p.name),
+            ));
         }
     }
     v.block(&k.body, "body")
@@ -161,7 +167,9 @@ impl Validator<'_> {
                 self.vector_len(vars.len(), elem, path)?;
                 for v in vars {
                     if self.var_ty(*v, path)? != elem {
-                        return Err(self.err(path, "vector load register type differs from element type"));
+                        return Err(
+                            self.err(path, "vector load register type differs from element type")
+                        );
                     }
                 }
                 Ok(())
@@ -186,17 +194,20 @@ impl Validator<'_> {
                 let elem = self.mem_elem(*mem, path)?;
                 self.check_access(*mem, true, path)?;
                 if let Mem::Global(p) = mem {
-                    if let ParamKind::Buffer { access: Access::Write, .. } = self.k.param(*p).kind {
+                    if let ParamKind::Buffer {
+                        access: Access::Write,
+                        ..
+                    } = self.k.param(*p).kind
+                    {
                         return Err(self.err(path, "atomic on a write-only buffer (it reads too)"));
                     }
                 }
                 self.index(index, path)?;
                 self.expect(value, elem, "atomic operand", path)?;
                 let ok = match op {
-                    AtomicOp::Add => matches!(
-                        elem,
-                        Scalar::I32 | Scalar::U32 | Scalar::U64 | Scalar::F32
-                    ),
+                    AtomicOp::Add => {
+                        matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::U64 | Scalar::F32)
+                    }
                     AtomicOp::Min | AtomicOp::Max => {
                         matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64)
                     }
@@ -234,7 +245,10 @@ impl Validator<'_> {
             } => {
                 let ty = self.var_ty(*var, path)?;
                 if !ty.is_int() {
-                    return Err(self.err(path, format!("loop variable must be an integer, found {ty}")));
+                    return Err(self.err(
+                        path,
+                        format!("loop variable must be an integer, found {ty}"),
+                    ));
                 }
                 self.expect(start, ty, "loop start", path)?;
                 self.expect(end, ty, "loop end", path)?;
@@ -252,14 +266,13 @@ impl Validator<'_> {
             }
             Stmt::Barrier => Ok(()),
             Stmt::Shuffle {
-                dst,
-                value,
-                arg,
-                ..
+                dst, value, arg, ..
             } => {
                 self.expr(value, path)?;
                 if !matches!(value.ty(), Scalar::I32 | Scalar::U32 | Scalar::F32) {
-                    return Err(self.err(path, format!("shuffle of {} (must be 32-bit)", value.ty())));
+                    return Err(
+                        self.err(path, format!("shuffle of {} (must be 32-bit)", value.ty()))
+                    );
                 }
                 if self.var_ty(*dst, path)? != value.ty() {
                     return Err(self.err(path, "shuffle destination type differs from value"));
@@ -324,7 +337,11 @@ impl Validator<'_> {
                 if a.ty() != b.ty() || a.ty() != ty {
                     return Err(self.err(
                         path,
-                        format!("{op:?} operands have different types: {} and {}", a.ty(), b.ty()),
+                        format!(
+                            "{op:?} operands have different types: {} and {}",
+                            a.ty(),
+                            b.ty()
+                        ),
                     ));
                 }
                 let ok = match op {
@@ -380,7 +397,10 @@ impl Validator<'_> {
             }
             ExprKind::Bitcast(t, a) => {
                 self.expr(a, path)?;
-                if t.size_bytes() != a.ty().size_bytes() || *t == Scalar::Bool || a.ty() == Scalar::Bool {
+                if t.size_bytes() != a.ty().size_bytes()
+                    || *t == Scalar::Bool
+                    || a.ty() == Scalar::Bool
+                {
                     return Err(self.err(path, format!("bitcast {} -> {t} changes size", a.ty())));
                 }
                 Ok(())

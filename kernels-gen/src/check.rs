@@ -169,13 +169,22 @@ pub fn compare(
         if !tau.is_finite() {
             c.non_finite += 1;
         }
-        let diff = r.iter().zip(o).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+        let diff = r
+            .iter()
+            .zip(o)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            .sqrt();
         let norm = r.iter().map(|a| a * a).sum::<f64>().sqrt();
         let rel = if norm > 0.0 { diff / norm } else { diff };
-        c.max_rel_err = c.max_rel_err.max(if rel.is_nan() { f64::INFINITY } else { rel });
+        c.max_rel_err = c
+            .max_rel_err
+            .max(if rel.is_nan() { f64::INFINITY } else { rel });
         let tref = reference.tau[hd];
         let terr = (tau - tref).abs() / (1.0 + tref.abs());
-        c.max_tau_err = c.max_tau_err.max(if terr.is_nan() { f64::INFINITY } else { terr });
+        c.max_tau_err = c
+            .max_tau_err
+            .max(if terr.is_nan() { f64::INFINITY } else { terr });
         let z = &reference.z[hd * n..][..n];
         let band = TAU_REL_TOL * (1.0 + tref.abs());
         let ambiguous = z.iter().filter(|&&x| (x - tref).abs() <= band).count() as i64;
@@ -232,7 +241,10 @@ pub mod interp {
     }
 
     /// Run both kernels in the interpreter with poisoned outputs and workspace.
-    pub fn run_dense(case: &DenseCase, x: &DenseInputs) -> Result<(DenseOutputs, DenseRunStats), RunError> {
+    pub fn run_dense(
+        case: &DenseCase,
+        x: &DenseInputs,
+    ) -> Result<(DenseOutputs, DenseRunStats), RunError> {
         let score = score_kernel(&case.spec, &case.tile)?;
         let finish = finish_kernel(&case.spec, &case.tile)?;
         let ws = case.workspace();

@@ -22,6 +22,9 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     tile.check(spec)?;
     let (name, _) = dense_entry_names(spec, tile);
     let mut k = KernelBuilder::new(name, tile.threads);
+    if tile.score_min_blocks > 0 {
+        k.set_min_blocks_per_sm(tile.score_min_blocks);
+    }
     let q = k.buffer("q", scalar_of(spec.q_dtype), Access::Read);
     let keys = k.buffer("k", scalar_of(spec.kv_dtype), Access::Read);
     let cand_z = k.buffer("cand_z", Scalar::F32, Access::Write);
@@ -57,7 +60,10 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let mut q_regs: Vec<Vec<Var>> = Vec::new();
     for g in 0..group {
         let h = (kvh * group + g).i64();
-        let base = k.let_("q_base", (b.i64() * (kv_heads.i64() * group as i64) + h) * d as i64 + (sub * dims).i64());
+        let base = k.let_(
+            "q_base",
+            (b.i64() * (kv_heads.i64() * group as i64) + h) * d as i64 + (sub * dims).i64(),
+        );
         let mut regs = Vec::new();
         for c in 0..dims / vec {
             for x in k.load_vec("q", q, base + (c * vec) as i64, vec) {
@@ -309,7 +315,14 @@ pub fn finish_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kern
                 k.assign(base, base + chunk_total);
             });
             k.barrier();
-            ctx.solve_and_write(k, &Source::Shared { z: sh_z, idx: sh_idx, total });
+            ctx.solve_and_write(
+                k,
+                &Source::Shared {
+                    z: sh_z,
+                    idx: sh_idx,
+                    total,
+                },
+            );
         },
         |k| {
             let src = Source::Global {
@@ -364,7 +377,9 @@ impl FinishCtx {
         let done = k.let_("done", false);
         let it = k.let_typed("it", Scalar::I32, 0);
         k.while_(done.not().and(it.lt(MAX_SOLVE_ITERS as i32)), |k| {
-            let acc: Vec<Var> = (0..5).map(|_| k.let_typed("acc", Scalar::F32, 0.0)).collect();
+            let acc: Vec<Var> = (0..5)
+                .map(|_| k.let_typed("acc", Scalar::F32, 0.0))
+                .collect();
             src.for_each(k, tid.e(), threads, &|k, z, _| {
                 let (w, w1) = threshold_terms(alpha, z, tau);
                 let active = z.gt(tau);
@@ -388,7 +403,11 @@ impl FinishCtx {
                 None => newton,
             };
             let tol = tau.abs().max(1.0f32) * SOLVE_REL_TOL;
-            let converged = (next - tau).abs().le(tol.clone()).or((hi - lo).le(tol)).or(f.eq_(0.0f32));
+            let converged = (next - tau)
+                .abs()
+                .le(tol.clone())
+                .or((hi - lo).le(tol))
+                .or(f.eq_(0.0f32));
             k.assign(done, converged);
             k.assign(tau, next);
             k.assign(it, it + 1i32);
@@ -398,7 +417,9 @@ impl FinishCtx {
         let d = self.spec.head_dim;
         let rl = k.let_("rl", tid % self.row_lanes);
         let rg = k.let_("rg", tid / self.row_lanes);
-        let acc: Vec<Var> = (0..self.vec).map(|_| k.let_typed("o", Scalar::F32, 0.0)).collect();
+        let acc: Vec<Var> = (0..self.vec)
+            .map(|_| k.let_typed("o", Scalar::F32, 0.0))
+            .collect();
         let psum = k.let_typed("psum", Scalar::F32, 0.0);
         let supp = k.let_typed("supp", Scalar::I32, 0);
         let vec = self.vec;

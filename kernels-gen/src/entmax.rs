@@ -51,10 +51,18 @@ pub fn threshold_terms(alpha: Alpha, z: impl IntoExpr, tau: impl IntoExpr) -> (E
 /// `f = Σ x^β − 1` and `s1 = Σ x^(β−1)` at `tau` (block-uniform values).
 ///
 /// `f ≥ 0` means `tau ≤ τ*` (the sum is decreasing in τ), so `tau` becomes the new `lo`;
-/// otherwise the new `hi`. The Newton step `τ + f/(β·s1)` is taken when it stays strictly
-/// inside the bracket, else the midpoint. For β ≥ 1 (α ≤ 2) the sum is convex in τ, so Newton
+/// otherwise the new `hi`. The Newton step `τ + f/(β·s1)` is taken when it stays inside the
+/// bracket, else the midpoint. For β ≥ 1 (α ≤ 2) the sum is convex in τ, so Newton
 /// from a point with `f ≥ 0` never passes τ*: every `lo` is a rigorous lower bound.
-pub fn newton_update(k: &mut KernelBuilder, alpha: Alpha, tau: Var, lo: Var, hi: Var, f: Var, s1: Var) -> Var {
+pub fn newton_update(
+    k: &mut KernelBuilder,
+    alpha: Alpha,
+    tau: Var,
+    lo: Var,
+    hi: Var,
+    f: Var,
+    s1: Var,
+) -> Var {
     let ok = f.ge(0.0f32);
     k.assign(lo, select(ok.clone(), tau, lo));
     k.assign(hi, select(ok, hi, tau));
@@ -63,9 +71,11 @@ pub fn newton_update(k: &mut KernelBuilder, alpha: Alpha, tau: Var, lo: Var, hi:
     inside_or_midpoint(k, cand, lo, hi)
 }
 
-/// `cand` if it lies strictly inside `(lo, hi)`, else the bracket's midpoint.
+/// `cand` if it lies inside `[lo, hi]`, else the bracket's midpoint. (A candidate equal to a
+/// bracket end is kept: Newton returns `τ` itself when `f(τ) = 0`, and jumping to the midpoint
+/// there would leave the root.)
 pub fn inside_or_midpoint(k: &mut KernelBuilder, cand: Var, lo: Var, hi: Var) -> Var {
-    let inside = cand.gt(lo).and(cand.lt(hi));
+    let inside = cand.ge(lo).and(cand.le(hi));
     k.let_("tau_next", select(inside, cand, (lo + hi) * 0.5f32))
 }
 

@@ -197,7 +197,12 @@ mod tests {
         let (p, _) = entmax(&[0.2, 0.1], Alpha::Two);
         assert!(close(p[0], 0.55, 1e-12) && close(p[1], 0.45, 1e-12));
         // All-equal scores: uniform for every α.
-        for alpha in [Alpha::Two, Alpha::ThreeHalves, Alpha::FourThirds, Alpha::Other(1.25)] {
+        for alpha in [
+            Alpha::Two,
+            Alpha::ThreeHalves,
+            Alpha::FourThirds,
+            Alpha::Other(1.25),
+        ] {
             let (p, _) = entmax(&[0.3; 8], alpha);
             for x in p {
                 assert!(close(x, 0.125, 1e-9), "{alpha}: {x}");

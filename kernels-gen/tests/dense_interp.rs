@@ -3,13 +3,24 @@
 use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
 use entkv_kernels::check::{compare, interp::run_dense, reference, DataKind, DenseCase};
 
-fn case(alpha: f64, group: u32, n: u64, tile: Option<DenseTile>, data: DataKind, seed: u64) -> DenseCase {
+fn case(
+    alpha: f64,
+    group: u32,
+    n: u64,
+    tile: Option<DenseTile>,
+    data: DataKind,
+    seed: u64,
+) -> DenseCase {
     let spec = DecodeSpec::new(alpha, 32, group, DType::F16).unwrap();
     let tile = tile.unwrap_or_else(|| DenseTile::default_for(&spec));
     DenseCase {
         spec,
         tile,
-        shape: DenseShape { batch: 2, kv_heads: 2, n },
+        shape: DenseShape {
+            batch: 2,
+            kv_heads: 2,
+            n,
+        },
         seed,
         data,
     }
@@ -74,4 +85,34 @@ fn dense_decode_adversarial_data() {
     }
     // Ties over more tokens than the finish pass stages in shared memory: global path.
     check(&case(1.5, 1, 4097, None, DataKind::Ties, 6));
+}
+
+/// Every value of every specialization axis at least once (α with and without closed forms,
+/// head dims, bf16, every GQA ratio), on an odd length.
+#[test]
+fn dense_decode_every_spec_axis() {
+    let mut specs = Vec::new();
+    for alpha in [4.0 / 3.0, 1.25, 3.0] {
+        specs.push(DecodeSpec::new(alpha, 32, 1, DType::F16).unwrap());
+    }
+    for d in [64, 128] {
+        specs.push(DecodeSpec::new(1.5, d, 1, DType::BF16).unwrap());
+    }
+    for g in [2, 4, 8] {
+        specs.push(DecodeSpec::new(2.0, 32, g, DType::BF16).unwrap());
+    }
+    for spec in specs {
+        let c = DenseCase {
+            spec,
+            tile: DenseTile::default_for(&spec),
+            shape: DenseShape {
+                batch: 1,
+                kv_heads: 2,
+                n: 777,
+            },
+            seed: 99,
+            data: DataKind::Normal,
+        };
+        check(&c);
+    }
 }

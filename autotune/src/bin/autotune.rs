@@ -5,7 +5,11 @@ use clap::Parser;
 use entkv_abi::{check_head_dim, Alpha};
 
 #[derive(Parser)]
-#[command(name = "autotune", version, about = "Tune entkv's kernels for this GPU and write a kernel bundle")]
+#[command(
+    name = "autotune",
+    version,
+    about = "Tune entkv's kernels for this GPU and write a kernel bundle"
+)]
 struct Cli {
     /// Entmax α (> 1).
     #[arg(long)]

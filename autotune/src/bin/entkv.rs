@@ -7,7 +7,11 @@ use entkv_autotune::{emit, gpucheck};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "entkv", version, about = "Support-aware sparse entmax decoding kernels for NVIDIA H200")]
+#[command(
+    name = "entkv",
+    version,
+    about = "Support-aware sparse entmax decoding kernels for NVIDIA H200"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -71,7 +75,11 @@ fn main() -> Result<()> {
                 .collect::<Result<Vec<_>, _>>()?;
             let m = emit::emit(&specs, page_size, &out)?;
             for module in &m.modules {
-                println!("{} ({} entries)", out.join(&module.ptx_file).display(), module.entries.len());
+                println!(
+                    "{} ({} entries)",
+                    out.join(&module.ptx_file).display(),
+                    module.entries.len()
+                );
             }
             println!("{}", out.join("manifest.json").display());
         }
@@ -90,9 +98,16 @@ fn main() -> Result<()> {
             let commit = std::env::var("ENTKV_COMMIT").unwrap_or_else(|_| "unknown".into());
             let report = gpucheck::run(&opts, &commit)?;
             if let Some(dir) = out {
-                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-                std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
-                std::fs::write(dir.join("timings.json"), serde_json::to_string_pretty(&report.timings)?)?;
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::write(
+                    dir.join("report.json"),
+                    serde_json::to_string_pretty(&report)?,
+                )?;
+                std::fs::write(
+                    dir.join("timings.json"),
+                    serde_json::to_string_pretty(&report.timings)?,
+                )?;
             }
             println!("{}", report.table());
             if !report.passed() {
