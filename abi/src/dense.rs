@@ -85,14 +85,9 @@ impl DenseTile {
             kernel: "decode_dense",
             reason,
         };
-        for (name, t) in [
-            ("threads", self.threads),
-            ("finish_threads", self.finish_threads),
-        ] {
+        for (name, t) in [("threads", self.threads), ("finish_threads", self.finish_threads)] {
             if !(32..=1024).contains(&t) || t % 32 != 0 {
-                return Err(bad(format!(
-                    "{name} = {t} must be a multiple of 32 in 32..=1024"
-                )));
+                return Err(bad(format!("{name} = {t} must be a multiple of 32 in 32..=1024")));
             }
         }
         let l = self.lanes_per_token;
@@ -178,11 +173,7 @@ pub fn dense_score_geometry(tile: &DenseTile, shape: &DenseShape) -> LaunchGeome
     }
 }
 
-pub fn dense_finish_geometry(
-    spec: &DecodeSpec,
-    tile: &DenseTile,
-    shape: &DenseShape,
-) -> LaunchGeometry {
+pub fn dense_finish_geometry(spec: &DecodeSpec, tile: &DenseTile, shape: &DenseShape) -> LaunchGeometry {
     LaunchGeometry {
         grid: [shape.q_heads(spec), shape.batch, 1],
         block: tile.finish_threads,

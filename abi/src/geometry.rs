@@ -22,11 +22,7 @@ impl LaunchGeometry {
 
     /// Enough blocks of `block` threads to cover `n` threads (at least one block).
     pub fn cover(n: u32, block: u32) -> Self {
-        let blocks = if block == 0 {
-            1
-        } else {
-            n.div_ceil(block).max(1)
-        };
+        let blocks = if block == 0 { 1 } else { n.div_ceil(block).max(1) };
         Self::linear(blocks, block)
     }
 

@@ -14,6 +14,6 @@ pub use dense::*;
 pub use geometry::{ceil_div, LaunchGeometry};
 pub use signature::{ArgKind, ArgSpec, Elem};
 pub use spec::{
-    check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError,
-    SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES,
+    check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError, SUPPORTED_GROUPS,
+    SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES,
 };

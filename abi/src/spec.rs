@@ -17,10 +17,7 @@ pub enum SpecError {
     #[error("unsupported dtype `{0}` (supported: f16, bf16, f32)")]
     BadDType(String),
     #[error("invalid tile config for {kernel}: {reason}")]
-    BadTile {
-        kernel: &'static str,
-        reason: String,
-    },
+    BadTile { kernel: &'static str, reason: String },
 }
 
 /// The entmax α, with the values that have closed forms kept exact so kernels can specialise

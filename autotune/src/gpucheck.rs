@@ -9,22 +9,16 @@
 //!   the host for a sample of heads;
 //! - timing: CUDA-event medians of a whole decode step (both kernels) at the large shapes.
 
+use crate::device::{device_fill, time_ms, DenseBuffers, DevTensor, Kernels, SEED_K, SEED_V};
 use crate::record::{Environment, TimingRecord};
 use anyhow::{bail, Context, Result};
-use entkv_abi::{
-    dense_entry_names, dense_finish_geometry, dense_score_geometry, DType, DecodeSpec, DenseShape,
-    DenseTile, LaunchGeometry,
-};
-use entkv_codegen::{compile_module, Target};
-use entkv_kernels::check::{
-    compare, reference, DataKind, DenseCase, DenseCheck, DenseInputs, DenseOutputs,
-};
+use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
+use entkv_kernels::check::{compare, reference, DataKind, DenseCase, DenseCheck, DenseInputs, DenseOutputs};
 use entkv_kernels::data::Tensor;
-use entkv_kernels::fill::{fill_kernel, value_at};
+use entkv_kernels::fill::value_at;
 use entkv_kernels::reference::{dense_decode, DenseProblem};
-use entkv_runtime::{launch, DeviceBuffer, Function, Gpu, GpuTimer, KernelArg, Module, RawStream};
+use entkv_runtime::Gpu;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Measured H200 device-to-device copy rate (../shared/DEVICE.md): the bandwidth ceiling used
 /// for byte floors.
@@ -110,219 +104,13 @@ impl Report {
     }
 }
 
-/// Loaded dense decode kernels for one (spec, tile).
-struct DenseFns {
-    _module: Module,
-    score: Function,
-    finish: Function,
-}
-
-/// Compiles and loads kernels on demand, once per entry.
-struct Kernels<'g> {
-    gpu: &'g Gpu,
-    dense: HashMap<String, DenseFns>,
-    fill: HashMap<DType, (Module, Function)>,
-}
-
-impl<'g> Kernels<'g> {
-    fn new(gpu: &'g Gpu) -> Self {
-        Kernels {
-            gpu,
-            dense: HashMap::new(),
-            fill: HashMap::new(),
-        }
-    }
-
-    fn dense(&mut self, spec: &DecodeSpec, tile: &DenseTile) -> Result<&DenseFns> {
-        let (score_name, finish_name) = dense_entry_names(spec, tile);
-        if !self.dense.contains_key(&score_name) {
-            let m = entkv_kernels::dense_module(spec, tile)?;
-            let kernels: Vec<&entkv_dsl::Kernel> = m.kernels.iter().collect();
-            let compiled = compile_module(m.name, &kernels, &Target::default())?;
-            let module = self.gpu.load_module(&compiled.ptx)?;
-            let fns = DenseFns {
-                score: module.function(&score_name)?,
-                finish: module.function(&finish_name)?,
-                _module: module,
-            };
-            self.dense.insert(score_name.clone(), fns);
-        }
-        Ok(&self.dense[&score_name])
-    }
-
-    fn fill(&mut self, dtype: DType) -> Result<&Function> {
-        if !self.fill.contains_key(&dtype) {
-            let k = fill_kernel(dtype)?;
-            let compiled = compile_module("fill", &[&k], &Target::default())?;
-            let module = self.gpu.load_module(&compiled.ptx)?;
-            let f = module.function(&k.name)?;
-            self.fill.insert(dtype, (module, f));
-        }
-        Ok(&self.fill[&dtype].1)
-    }
-}
-
-/// Storage of a tensor on the device (16-bit types as raw bits).
-enum DevTensor {
-    Half(DeviceBuffer<u16>),
-    Single(DeviceBuffer<f32>),
-}
-
-impl DevTensor {
-    fn upload(gpu: &Gpu, t: &Tensor) -> Result<DevTensor> {
-        Ok(match t.dtype {
-            DType::F16 | DType::BF16 => {
-                let bits: Vec<u16> = t.bits.iter().map(|&b| b as u16).collect();
-                DevTensor::Half(DeviceBuffer::from_host(gpu, &bits)?)
-            }
-            DType::F32 => DevTensor::Single(DeviceBuffer::from_host(gpu, &t.to_f32())?),
-        })
-    }
-    fn alloc(gpu: &Gpu, dtype: DType, len: usize) -> Result<DevTensor> {
-        Ok(match dtype {
-            DType::F16 | DType::BF16 => DevTensor::Half(DeviceBuffer::alloc_zeros(gpu, len)?),
-            DType::F32 => DevTensor::Single(DeviceBuffer::alloc_zeros(gpu, len)?),
-        })
-    }
-    fn arg(&self) -> KernelArg {
-        match self {
-            DevTensor::Half(b) => b.arg(),
-            DevTensor::Single(b) => b.arg(),
-        }
-    }
-    fn poison(&mut self) -> Result<()> {
-        match self {
-            DevTensor::Half(b) => b.fill_bytes(0xff)?,
-            DevTensor::Single(b) => b.fill_bytes(0xff)?,
-        }
-        Ok(())
-    }
-    fn to_f64(&self, dtype: DType) -> Result<Vec<f64>> {
-        Ok(match self {
-            DevTensor::Half(b) => b
-                .to_host()?
-                .into_iter()
-                .map(|x| match dtype {
-                    DType::BF16 => half::bf16::from_bits(x).to_f64(),
-                    _ => half::f16::from_bits(x).to_f64(),
-                })
-                .collect(),
-            DevTensor::Single(b) => b.to_host()?.into_iter().map(|x| x as f64).collect(),
-        })
-    }
-}
-
-/// Device buffers of one dense decode call.
-struct DenseBuffers {
-    q: DevTensor,
-    k: DevTensor,
-    v: DevTensor,
-    cand_z: DeviceBuffer<f32>,
-    cand_idx: DeviceBuffer<i32>,
-    cand_count: DeviceBuffer<i32>,
-    cand_lb: DeviceBuffer<f32>,
-    out: DevTensor,
-    tau: DeviceBuffer<f32>,
-    support: DeviceBuffer<i32>,
-    splits: u32,
-}
-
-impl DenseBuffers {
-    fn new(gpu: &Gpu, case: &DenseCase, q: DevTensor, k: DevTensor, v: DevTensor) -> Result<Self> {
-        let ws = case.workspace();
-        let heads = case.shape.batch as usize * case.q_heads();
-        let d = case.spec.head_dim as usize;
-        let mut b = DenseBuffers {
-            q,
-            k,
-            v,
-            cand_z: DeviceBuffer::alloc_zeros(gpu, ws.cand_elems as usize)?,
-            cand_idx: DeviceBuffer::alloc_zeros(gpu, ws.cand_elems as usize)?,
-            cand_count: DeviceBuffer::alloc_zeros(gpu, ws.split_elems as usize)?,
-            cand_lb: DeviceBuffer::alloc_zeros(gpu, ws.split_elems as usize)?,
-            out: DevTensor::alloc(gpu, case.spec.out_dtype, heads * d)?,
-            tau: DeviceBuffer::alloc_zeros(gpu, heads)?,
-            support: DeviceBuffer::alloc_zeros(gpu, heads)?,
-            splits: ws.splits,
-        };
-        b.poison()?;
-        Ok(b)
-    }
-
-    /// NaN / −1 everywhere a kernel writes, so unwritten outputs cannot pass.
-    fn poison(&mut self) -> Result<()> {
-        self.cand_z.fill_bytes(0xff)?;
-        self.cand_idx.fill_bytes(0xff)?;
-        self.cand_count.fill_bytes(0xff)?;
-        self.cand_lb.fill_bytes(0xff)?;
-        self.out.poison()?;
-        self.tau.fill_bytes(0xff)?;
-        self.support.fill_bytes(0xff)?;
-        Ok(())
-    }
-
-    /// Launch one decode step (both kernels) on `stream`.
-    fn launch(&self, fns: &DenseFns, case: &DenseCase, stream: RawStream) -> Result<()> {
-        let n = KernelArg::I64(case.shape.n as i64);
-        let score_args = [
-            self.q.arg(),
-            self.k.arg(),
-            self.cand_z.arg(),
-            self.cand_idx.arg(),
-            self.cand_count.arg(),
-            self.cand_lb.arg(),
-            n,
-        ];
-        let finish_args = [
-            self.cand_z.arg(),
-            self.cand_idx.arg(),
-            self.cand_count.arg(),
-            self.cand_lb.arg(),
-            self.v.arg(),
-            self.out.arg(),
-            self.tau.arg(),
-            self.support.arg(),
-            KernelArg::I32(self.splits as i32),
-            n,
-        ];
-        let g1 = dense_score_geometry(&case.tile, &case.shape);
-        let g2 = dense_finish_geometry(&case.spec, &case.tile, &case.shape);
-        // SAFETY: argument order and types follow `entkv_abi::dense_{score,finish}_signature`;
-        // every buffer was sized from the same case's shape and workspace and outlives the
-        // launch (callers synchronise before dropping).
-        unsafe {
-            launch(&fns.score, &g1, stream, &score_args)?;
-            launch(&fns.finish, &g2, stream, &finish_args)?;
-        }
-        Ok(())
-    }
-
-    fn outputs(&self, case: &DenseCase) -> Result<DenseOutputs> {
-        Ok(DenseOutputs {
-            out: self.out.to_f64(case.spec.out_dtype)?,
-            tau: self.tau.to_host()?.into_iter().map(|x| x as f64).collect(),
-            support: self
-                .support
-                .to_host()?
-                .into_iter()
-                .map(|x| x as i64)
-                .collect(),
-        })
-    }
-}
-
 fn row_of(name: String, c: &DenseCheck) -> CheckRow {
     CheckRow {
         check: name,
         passed: c.passed,
         detail: format!(
             "rel err {:.2e}, τ err {:.2e}, support ≤ {}, mismatches {}, non-finite {} ({} heads)",
-            c.max_rel_err,
-            c.max_tau_err,
-            c.max_support,
-            c.support_mismatches,
-            c.non_finite,
-            c.heads
+            c.max_rel_err, c.max_tau_err, c.max_support, c.support_mismatches, c.non_finite, c.heads
         ),
     }
 }
@@ -395,31 +183,6 @@ fn run_small(gpu: &Gpu, kernels: &mut Kernels, case: &DenseCase) -> Result<Dense
     ))
 }
 
-const SEED_K: u32 = 0x1234_5678;
-const SEED_V: u32 = 0x0bad_cafe;
-
-/// Fill `buf` (`len` elements of `dtype`) on the device with the counter-based generator.
-fn device_fill(
-    gpu: &Gpu,
-    kernels: &mut Kernels,
-    buf: &DevTensor,
-    dtype: DType,
-    len: u64,
-    seed: u32,
-) -> Result<()> {
-    let f = kernels.fill(dtype)?;
-    let geom = LaunchGeometry::linear(gpu.info().sm_count * 16, entkv_kernels::fill::FILL_THREADS);
-    let args = [
-        buf.arg(),
-        KernelArg::I64(len as i64),
-        KernelArg::U32(seed),
-        KernelArg::F32(1.0),
-    ];
-    // SAFETY: `fill_normal(out, len, seed, scale)` writes exactly `len` elements of `buf`.
-    unsafe { launch(f, &geom, gpu.stream_raw(), &args)? };
-    Ok(())
-}
-
 /// The large `paper`-shape run: correctness on sampled heads, then timing.
 fn run_large(
     gpu: &Gpu,
@@ -444,10 +207,7 @@ fn run_large(
     let kv_len = case.shape.batch as u64 * case.shape.kv_heads as u64 * n * d;
     let q = Tensor::from_f64(
         spec.q_dtype,
-        &entkv_kernels::data::normal(
-            case.seed,
-            case.shape.batch as usize * case.q_heads() * d as usize,
-        ),
+        &entkv_kernels::data::normal(case.seed, case.shape.batch as usize * case.q_heads() * d as usize),
     );
     let kbuf = DevTensor::alloc(gpu, spec.kv_dtype, kv_len as usize)?;
     let vbuf = DevTensor::alloc(gpu, spec.kv_dtype, kv_len as usize)?;
@@ -502,19 +262,7 @@ fn run_large(
     let row = row_of(format!("{} (sampled heads)", case_name(&case)), &worst);
 
     // Timing of the whole step.
-    let stream = gpu.stream_raw();
-    for _ in 0..opts.warmup {
-        bufs.launch(fns, &case, stream)?;
-    }
-    let mut timer = GpuTimer::new(gpu)?;
-    let mut times = Vec::with_capacity(opts.iters);
-    for _ in 0..opts.iters {
-        // SAFETY: `stream` is the Gpu's own live stream.
-        unsafe { timer.record_start(stream)? };
-        bufs.launch(fns, &case, stream)?;
-        unsafe { timer.record_end(stream)? };
-        times.push(timer.elapsed_ms()? as f64);
-    }
+    let times = time_ms(gpu, opts.warmup, opts.iters, |s| bufs.launch(fns, &case, s))?;
     let support_total: i64 = got.support.iter().sum();
     let cand_total: i64 = bufs.cand_count.to_host()?.iter().map(|&c| c as i64).sum();
     let kv_elem = spec.kv_dtype.size_bytes() as u64;
@@ -537,11 +285,7 @@ fn run_large(
 
 fn check_one_head(case: &DenseCase, q: &Tensor, got: &DenseOutputs, hd: usize) -> DenseCheck {
     let spec = &case.spec;
-    let (d, n, group) = (
-        spec.head_dim as usize,
-        case.shape.n as usize,
-        spec.group as usize,
-    );
+    let (d, n, group) = (spec.head_dim as usize, case.shape.n as usize, spec.group as usize);
     let hkv = case.shape.kv_heads as usize;
     let q_heads = case.q_heads();
     let (b, h) = (hd / q_heads, hd % q_heads);
@@ -617,9 +361,5 @@ pub fn run(opts: &Options, commit: &str) -> Result<Report> {
             ),
         });
     }
-    Ok(Report {
-        env,
-        checks,
-        timings,
-    })
+    Ok(Report { env, checks, timings })
 }

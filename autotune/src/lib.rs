@@ -5,6 +5,8 @@
 //! (entkv-codegen) and the runtime (entkv-runtime) together. Tile-config search lands here too
 //! (issue #5).
 
+pub mod bench;
+pub mod device;
 pub mod emit;
 pub mod gpucheck;
 pub mod record;

@@ -16,7 +16,16 @@ fn tmp_dir(name: &str) -> std::path::PathBuf {
 fn emit_writes_ll_ptx_and_manifest() {
     let out = tmp_dir("emit");
     let st = entkv()
-        .args(["emit", "--alpha", "1.5", "--head-dim", "32", "--page-size", "16", "--out"])
+        .args([
+            "emit",
+            "--alpha",
+            "1.5",
+            "--head-dim",
+            "32",
+            "--page-size",
+            "16",
+            "--out",
+        ])
         .arg(&out)
         .status()
         .unwrap();
@@ -42,22 +51,70 @@ fn fails_with(args: &[&str], needle: &str) {
     let o = entkv().args(args).output().unwrap();
     assert!(!o.status.success(), "{args:?} should fail");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains(needle), "{args:?}: stderr does not mention `{needle}`:\n{err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr does not mention `{needle}`:\n{err}"
+    );
 }
 
 #[test]
 fn emit_rejects_bad_specializations() {
     let out = tmp_dir("bad");
     let o = out.to_str().unwrap();
-    fails_with(&["emit", "--alpha", "1.0", "--head-dim", "32", "--out", o], "alpha must be a finite number > 1");
-    fails_with(&["emit", "--alpha", "nan", "--head-dim", "32", "--out", o], "alpha must be");
-    fails_with(&["emit", "--alpha", "1.5", "--head-dim", "48", "--out", o], "unsupported head dim 48");
     fails_with(
-        &["emit", "--alpha", "1.5", "--head-dim", "32", "--page-size", "24", "--out", o],
+        &["emit", "--alpha", "1.0", "--head-dim", "32", "--out", o],
+        "alpha must be a finite number > 1",
+    );
+    fails_with(
+        &["emit", "--alpha", "nan", "--head-dim", "32", "--out", o],
+        "alpha must be",
+    );
+    fails_with(
+        &["emit", "--alpha", "1.5", "--head-dim", "48", "--out", o],
+        "unsupported head dim 48",
+    );
+    fails_with(
+        &[
+            "emit",
+            "--alpha",
+            "1.5",
+            "--head-dim",
+            "32",
+            "--page-size",
+            "24",
+            "--out",
+            o,
+        ],
         "unsupported page size 24",
     );
-    fails_with(&["emit", "--alpha", "1.5", "--head-dim", "32", "--group", "5", "--out", o], "GQA group size 5");
-    fails_with(&["emit", "--alpha", "1.5", "--head-dim", "32", "--kv-dtype", "f8", "--out", o], "unsupported dtype");
+    fails_with(
+        &[
+            "emit",
+            "--alpha",
+            "1.5",
+            "--head-dim",
+            "32",
+            "--group",
+            "5",
+            "--out",
+            o,
+        ],
+        "GQA group size 5",
+    );
+    fails_with(
+        &[
+            "emit",
+            "--alpha",
+            "1.5",
+            "--head-dim",
+            "32",
+            "--kv-dtype",
+            "f8",
+            "--out",
+            o,
+        ],
+        "unsupported dtype",
+    );
     assert!(!out.exists(), "nothing is written for a rejected specialization");
 }
 
@@ -73,9 +130,15 @@ fn gpu_check_without_gpu_says_why() {
 #[test]
 fn autotune_validates_then_says_it_is_not_there_yet() {
     let bin = env!("CARGO_BIN_EXE_autotune");
-    let o = Command::new(bin).args(["--alpha", "0.5", "--head-dim", "32"]).output().unwrap();
+    let o = Command::new(bin)
+        .args(["--alpha", "0.5", "--head-dim", "32"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("alpha must be"));
-    let o = Command::new(bin).args(["--alpha", "1.5", "--head-dim", "32"]).output().unwrap();
+    let o = Command::new(bin)
+        .args(["--alpha", "1.5", "--head-dim", "32"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not implemented yet"));
 }

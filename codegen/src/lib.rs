@@ -29,8 +29,7 @@ use entkv_dsl::{DslError, Kernel};
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
-    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine,
-    TargetTriple,
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetMachine, TargetTriple,
 };
 use inkwell::OptimizationLevel;
 use std::collections::HashSet;
@@ -99,10 +98,7 @@ pub enum CodegenError {
     /// The PTX references an external function (e.g. a libm call): NVPTX has no libm and ptxas
     /// would fail with "Unresolved extern function".
     #[error("PTX of module `{module}` references external symbols: {symbols:?}")]
-    UnresolvedExtern {
-        module: String,
-        symbols: Vec<String>,
-    },
+    UnresolvedExtern { module: String, symbols: Vec<String> },
 }
 
 impl From<inkwell::builder::BuilderError> for CodegenError {
@@ -237,11 +233,7 @@ pub fn compile_module(
     // LLVM only warns (on stderr) about an unknown CPU or PTX feature and falls back to its
     // defaults; make that an error.
     for want in [
-        format!(
-            ".version {}.{}",
-            target.ptx_version / 10,
-            target.ptx_version % 10
-        ),
+        format!(".version {}.{}", target.ptx_version / 10, target.ptx_version % 10),
         format!(".target sm_{}", target.sm),
     ] {
         if !ptx.lines().any(|l| l.trim() == want) {

@@ -48,11 +48,7 @@ const GLOBAL: u16 = 1;
 const SHARED: u16 = 3;
 
 /// Lower `k` (already validated) into a new kernel function of `module`.
-pub fn lower_kernel<'ctx>(
-    ctx: &'ctx Context,
-    module: &Module<'ctx>,
-    k: &Kernel,
-) -> R<FunctionValue<'ctx>> {
+pub fn lower_kernel<'ctx>(ctx: &'ctx Context, module: &Module<'ctx>, k: &Kernel) -> R<FunctionValue<'ctx>> {
     let mut l = Lower::new(ctx, module, k)?;
     l.block(&k.body)?;
     l.b.build_return(None)?;
@@ -204,11 +200,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         compat::declare(self.module, name, overloads)
     }
 
-    fn call(
-        &self,
-        f: FunctionValue<'ctx>,
-        args: &[BasicValueEnum<'ctx>],
-    ) -> R<BasicValueEnum<'ctx>> {
+    fn call(&self, f: FunctionValue<'ctx>, args: &[BasicValueEnum<'ctx>]) -> R<BasicValueEnum<'ctx>> {
         let args: Vec<_> = args.iter().map(|a| (*a).into()).collect();
         self.b
             .build_call(f, &args, "")?
@@ -283,9 +275,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let mut acc = vty.get_undef();
                 for (i, e) in values.iter().enumerate() {
                     let x = self.expr(e)?;
-                    acc = self
-                        .b
-                        .build_insert_element(acc, x, self.i32c(i as u64), "")?;
+                    acc = self.b.build_insert_element(acc, x, self.i32c(i as u64), "")?;
                 }
                 let st = self.b.build_store(ptr, acc)?;
                 set_align(st, elem.size_bytes() * n)
@@ -451,10 +441,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 self.b
                     .build_extract_element(raw.into_vector_value(), self.i32c(w as u64), "")?
             };
-            let pair = self
-                .b
-                .build_bit_cast(word, pair_ty, "")?
-                .into_vector_value();
+            let pair = self.b.build_bit_cast(word, pair_ty, "")?.into_vector_value();
             for h in 0..2 {
                 let x = self.b.build_extract_element(pair, self.i32c(h), "")?;
                 self.store_var(vars[(2 * w + h as u32) as usize], x)?;
@@ -575,17 +562,13 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         let ty = e.ty();
         Ok(match e.kind() {
             ExprKind::Lit(l) => self.lit(*l, ty),
-            ExprKind::Var(v) => self
-                .b
-                .build_load(self.ty(ty), self.vars[v.0 as usize], "")?,
+            ExprKind::Var(v) => self.b.build_load(self.ty(ty), self.vars[v.0 as usize], "")?,
             ExprKind::Param(p) => {
                 let v = self.f.get_nth_param(p.0).expect("validated parameter");
                 if ty == Scalar::Bool {
                     let byte = v.into_int_value();
                     let zero = self.ctx.i8_type().const_zero();
-                    self.b
-                        .build_int_compare(IntPredicate::NE, byte, zero, "")?
-                        .into()
+                    self.b.build_int_compare(IntPredicate::NE, byte, zero, "")?.into()
                 } else {
                     v
                 }
@@ -771,9 +754,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 CmpOp::Gt => FloatPredicate::OGT,
                 CmpOp::Ge => FloatPredicate::OGE,
             };
-            let r =
-                self.b
-                    .build_float_compare(p, a.into_float_value(), b.into_float_value(), "")?;
+            let r = self
+                .b
+                .build_float_compare(p, a.into_float_value(), b.into_float_value(), "")?;
             return Ok(r.into());
         }
         let s = t.is_signed_int();
@@ -846,8 +829,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                     // f16 <-> bf16: exact widening to f32, then one rounding.
                     _ => {
                         let wide = b.build_float_ext(x, self.ctx.f32_type(), "")?;
-                        b.build_float_trunc(wide, to_ty.into_float_type(), "")?
-                            .into()
+                        b.build_float_trunc(wide, to_ty.into_float_type(), "")?.into()
                     }
                 }
             }

@@ -228,10 +228,7 @@ pub fn declare<'ctx>(
 }
 
 /// Emit `__syncthreads()`.
-pub fn build_barrier<'ctx>(
-    builder: &Builder<'ctx>,
-    module: &Module<'ctx>,
-) -> Result<(), CodegenError> {
+pub fn build_barrier<'ctx>(builder: &Builder<'ctx>, module: &Module<'ctx>) -> Result<(), CodegenError> {
     let f = declare(module, BARRIER, &[])?;
     builder.build_call(f, &[], "")?;
     Ok(())

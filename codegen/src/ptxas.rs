@@ -88,10 +88,7 @@ pub fn find_ptxas() -> Option<PathBuf> {
         }
     }
     let out = Command::new("python3")
-        .args([
-            "-c",
-            "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])",
-        ])
+        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
         .output()
         .ok()?;
     if !out.status.success() {
@@ -289,9 +286,6 @@ ptxas info    : Compile time = 4.031 ms
     #[test]
     fn rejects_garbage_in_known_lines() {
         let out = "ptxas info    : Function properties for k\n    x bytes stack frame\n";
-        assert!(matches!(
-            parse_report(out),
-            Err(PtxasError::Unparsable { .. })
-        ));
+        assert!(matches!(parse_report(out), Err(PtxasError::Unparsable { .. })));
     }
 }

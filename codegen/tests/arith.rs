@@ -62,9 +62,7 @@ fn integer_ops_on_every_int_type() {
     );
     for (e, s, u) in [(i32k, "s32", "b32"), (i64k, "s64", "b64")] {
         // (`rem` is computed from the quotient, `x - (x / y) * y`, when both are used.)
-        for op in [
-            "div", "min", "max", "shr", "neg", "setp.lt", "setp.le", "setp.gt",
-        ] {
+        for op in ["div", "min", "max", "shr", "neg", "setp.lt", "setp.le", "setp.gt"] {
             assert_insn(e, &format!("{op}.{s}"));
         }
         for op in ["shl", "and", "or", "xor", "not"] {
@@ -201,12 +199,7 @@ fn half_and_bfloat_ops() {
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
     let p = c.ptx();
-    for insn in [
-        "cvt.f32.f16",
-        "cvt.f32.bf16",
-        "cvt.rn.f16.f32",
-        "cvt.rn.bf16.f32",
-    ] {
+    for insn in ["cvt.f32.f16", "cvt.f32.bf16", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"] {
         assert_insn(p, insn);
     }
     // 2-byte loads and stores.
@@ -248,11 +241,7 @@ fn bool_ops_and_bool_param() {
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
     // `Bool` parameters travel as one byte.
-    assert!(
-        c.ptx().contains(".param .u8 bool_ops_param_2"),
-        "{}",
-        c.ptx()
-    );
+    assert!(c.ptx().contains(".param .u8 bool_ops_param_2"), "{}", c.ptx());
     assert!(c.module.llvm_ir_unoptimized.contains("i8 %f"));
 }
 

@@ -32,22 +32,15 @@ fn vec_copy_kernel(ty: Scalar, len: u32) -> Kernel {
 
 #[test]
 fn vector_loads_and_stores_of_2_4_8_elements() {
-    let ks: Vec<Kernel> = VECS
-        .iter()
-        .map(|(t, n, _, _)| vec_copy_kernel(*t, *n))
-        .collect();
+    let ks: Vec<Kernel> = VECS.iter().map(|(t, n, _, _)| vec_copy_kernel(*t, *n)).collect();
     let refs: Vec<&Kernel> = ks.iter().collect();
     let c = check(&refs);
     for (ty, len, ld, st) in VECS {
         let e = c.entry(&format!("vcopy_{}x{len}", ty.name()));
         assert_insn(e, ld);
         assert_insn(e, st);
-        let loads = instructions(e)
-            .filter(|l| l.starts_with("ld.global"))
-            .count();
-        let stores = instructions(e)
-            .filter(|l| l.starts_with("st.global"))
-            .count();
+        let loads = instructions(e).filter(|l| l.starts_with("ld.global")).count();
+        let stores = instructions(e).filter(|l| l.starts_with("st.global")).count();
         assert_eq!((loads, stores), (1, 1), "one access each way:\n{e}");
     }
 }
@@ -89,11 +82,7 @@ fn shared_memory_vectors_and_barrier() {
     let t = k.let_("t", k.thread_idx());
     let v = k.load_vec("v", a, t * 4u32, 4);
     k.store_vec(sf, t * 4u32, v.iter().map(|v| v.e()).collect());
-    k.store_vec(
-        sh,
-        t * 8u32,
-        (0..8).map(|j| v[j % 4].cast(Scalar::F16)).collect(),
-    );
+    k.store_vec(sh, t * 8u32, (0..8).map(|j| v[j % 4].cast(Scalar::F16)).collect());
     k.barrier();
     let next = k.let_("next", (t + 1u32) % 128u32);
     let w = k.load_vec("w", sf, next * 4u32, 4);
@@ -105,10 +94,7 @@ fn shared_memory_vectors_and_barrier() {
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
     let p = c.ptx();
-    assert!(
-        p.contains(".shared .align 16 .b8 shared_vec__tile[2048];"),
-        "{p}"
-    );
+    assert!(p.contains(".shared .align 16 .b8 shared_vec__tile[2048];"), "{p}");
     assert!(
         p.contains(".shared .align 16 .b8 shared_vec__tile_h[2048];"),
         "{p}"
@@ -117,18 +103,12 @@ fn shared_memory_vectors_and_barrier() {
     assert_insn(p, "ld.shared.v4.f32");
     assert_insn(p, "st.shared.v4.b32");
     assert_insn(p, "ld.shared.v4.u32");
-    let shared_loads = instructions(p)
-        .filter(|l| l.starts_with("ld.shared"))
-        .count();
+    let shared_loads = instructions(p).filter(|l| l.starts_with("ld.shared")).count();
     assert_eq!(shared_loads, 3, "{p}");
     assert_insn(p, "ld.shared.f32");
     assert_insn(p, "bar.sync \t0");
     // 32-bit shared-memory addresses (`-nvptx-short-ptr`).
-    assert!(
-        c.module.llvm_ir.contains("p3:32:32"),
-        "{}",
-        c.module.llvm_ir
-    );
+    assert!(c.module.llvm_ir.contains("p3:32:32"), "{}", c.module.llvm_ir);
     assert!(
         instructions(p).any(|l| l.starts_with("ld.shared.v4.f32") && l.contains("[%r")),
         "{p}"

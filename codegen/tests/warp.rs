@@ -43,15 +43,10 @@ fn every_shuffle_mode_and_ballot() {
         assert_insn(p, insn);
     }
     // 3 types x 4 modes, none merged or dropped.
-    let n = instructions(p)
-        .filter(|l| l.starts_with("shfl.sync"))
-        .count();
+    let n = instructions(p).filter(|l| l.starts_with("shfl.sync")).count();
     assert_eq!(n, 12, "{p}");
     // Full-warp mask and the clamp operands: 0x1f for bfly/down/idx, 0 for up.
-    assert!(
-        p.contains("shfl.sync.up.b32") && p.contains(", 3, 0, -1;"),
-        "{p}"
-    );
+    assert!(p.contains("shfl.sync.up.b32") && p.contains(", 3, 0, -1;"), "{p}");
     assert!(p.contains(", 1, 31, -1;"), "{p}");
     assert!(p.contains(", 2, 31, -1;"), "{p}");
 }
@@ -66,11 +61,7 @@ fn block_allreduce_many_and_warp_reductions() {
     let t = k.let_("t", k.thread_idx());
     let x = k.let_("x", a.at(k.global_thread_id()));
     let r = k.block_allreduce_many(
-        &[
-            (Reduce::Sum, x.e()),
-            (Reduce::Max, x.e()),
-            (Reduce::Min, x.e()),
-        ],
+        &[(Reduce::Sum, x.e()), (Reduce::Max, x.e()), (Reduce::Min, x.e())],
         scratch,
     );
     let w = k.warp_allreduce(Reduce::Max, t.e());

@@ -195,10 +195,7 @@ impl KernelBuilder {
     }
 
     pub fn store_vec(&mut self, buf: Buf, index: impl IntoExpr, values: Vec<Expr>) {
-        let values = values
-            .into_iter()
-            .map(|v| v.into_expr(Some(buf.elem)))
-            .collect();
+        let values = values.into_iter().map(|v| v.into_expr(Some(buf.elem))).collect();
         self.push(Stmt::StoreVec {
             mem: buf.mem,
             index: index.into_expr(None),
@@ -207,13 +204,7 @@ impl KernelBuilder {
     }
 
     /// Atomic read-modify-write returning the old value.
-    pub fn atomic(
-        &mut self,
-        op: AtomicOp,
-        buf: Buf,
-        index: impl IntoExpr,
-        value: impl IntoExpr,
-    ) -> Var {
+    pub fn atomic(&mut self, op: AtomicOp, buf: Buf, index: impl IntoExpr, value: impl IntoExpr) -> Var {
         let old = self.var("atomic_old", buf.elem);
         self.push(Stmt::Atomic {
             op,
@@ -226,13 +217,7 @@ impl KernelBuilder {
     }
 
     /// Atomic read-modify-write whose old value is not needed.
-    pub fn atomic_no_ret(
-        &mut self,
-        op: AtomicOp,
-        buf: Buf,
-        index: impl IntoExpr,
-        value: impl IntoExpr,
-    ) {
+    pub fn atomic_no_ret(&mut self, op: AtomicOp, buf: Buf, index: impl IntoExpr, value: impl IntoExpr) {
         self.push(Stmt::Atomic {
             op,
             mem: buf.mem,
@@ -362,11 +347,7 @@ impl KernelBuilder {
 
     /// Finish the kernel and check it (types, declarations, resources).
     pub fn finish(mut self) -> Result<Kernel, DslError> {
-        assert_eq!(
-            self.blocks.len(),
-            1,
-            "unbalanced nested blocks in kernel builder"
-        );
+        assert_eq!(self.blocks.len(), 1, "unbalanced nested blocks in kernel builder");
         let body = self.blocks.pop().unwrap_or_default();
         let kernel = Kernel {
             name: self.name,

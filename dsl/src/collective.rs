@@ -43,8 +43,7 @@ impl Reduce {
 impl KernelBuilder {
     /// Reduce a 32-bit value across the warp; every lane receives the result.
     pub fn warp_allreduce(&mut self, op: Reduce, value: impl IntoExpr) -> Var {
-        self.warp_allreduce_many(&[(op, value.into_expr(None))])
-            .remove(0)
+        self.warp_allreduce_many(&[(op, value.into_expr(None))]).remove(0)
     }
 
     /// Reduce several values across the warp at once (interleaved shuffles, more parallelism).
@@ -55,14 +54,8 @@ impl KernelBuilder {
     /// Reduce within aligned groups of `width` lanes (a power of two ≤ 32); every lane of a group
     /// receives its group's result.
     pub fn warp_allreduce_width(&mut self, items: &[(Reduce, Expr)], width: u32) -> Vec<Var> {
-        assert!(
-            width.is_power_of_two() && width <= WARP,
-            "group width {width}"
-        );
-        let acc: Vec<Var> = items
-            .iter()
-            .map(|(_, e)| self.let_("red", e.clone()))
-            .collect();
+        assert!(width.is_power_of_two() && width <= WARP, "group width {width}");
+        let acc: Vec<Var> = items.iter().map(|(_, e)| self.let_("red", e.clone())).collect();
         let mut offset = width / 2;
         while offset > 0 {
             let recv: Vec<Var> = acc
@@ -104,9 +97,7 @@ impl KernelBuilder {
         let mut gathered = Vec::with_capacity(items.len());
         for (i, (op, e)) in items.iter().enumerate() {
             let v = self.let_typed("wpart", e.ty(), op.identity(e.ty()));
-            self.if_(lane.lt(warps), |k| {
-                k.assign(v, scratch.at(lane * n + i as u32))
-            });
+            self.if_(lane.lt(warps), |k| k.assign(v, scratch.at(lane * n + i as u32)));
             gathered.push((*op, v.e()));
         }
         // Full-warp butterfly: lanes past `warps` hold the identity, and every lane must end

@@ -23,8 +23,8 @@ pub use builder::{KernelBuilder, WARP};
 pub use collective::Reduce;
 pub use expr::{binary, boolc, cmp, f32c, fma, i32c, i64c, lit, select, u32c, Buf, IntoExpr, Var};
 pub use interp::{
-    run, run_with, Arg, BufferStats, HostBuffer, InterpError, InterpOptions, LaunchDims, Location,
-    RunStats, ScalarValue,
+    run, run_with, Arg, BufferStats, HostBuffer, InterpError, InterpOptions, LaunchDims, Location, RunStats,
+    ScalarValue,
 };
 pub use ir::{Access, AtomicOp, Axis, Expr, Kernel, Scalar, ShuffleMode};
 pub use validate::DslError;

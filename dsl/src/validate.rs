@@ -57,10 +57,7 @@ pub fn validate(k: &Kernel) -> Result<(), DslError> {
             elem: Scalar::Bool, ..
         } = p.kind
         {
-            return Err(v.err(
-                "params",
-                format!("buffer `{}` of bool is not supported", p.name),
-            ));
+            return Err(v.err("params", format!("buffer `{}` of bool is not supported", p.name)));
         }
     }
     v.block(&k.body, "body")
@@ -167,9 +164,7 @@ impl Validator<'_> {
                 self.vector_len(vars.len(), elem, path)?;
                 for v in vars {
                     if self.var_ty(*v, path)? != elem {
-                        return Err(
-                            self.err(path, "vector load register type differs from element type")
-                        );
+                        return Err(self.err(path, "vector load register type differs from element type"));
                     }
                 }
                 Ok(())
@@ -245,10 +240,7 @@ impl Validator<'_> {
             } => {
                 let ty = self.var_ty(*var, path)?;
                 if !ty.is_int() {
-                    return Err(self.err(
-                        path,
-                        format!("loop variable must be an integer, found {ty}"),
-                    ));
+                    return Err(self.err(path, format!("loop variable must be an integer, found {ty}")));
                 }
                 self.expect(start, ty, "loop start", path)?;
                 self.expect(end, ty, "loop end", path)?;
@@ -265,14 +257,10 @@ impl Validator<'_> {
                 self.block(body, &format!("{path}.body"))
             }
             Stmt::Barrier => Ok(()),
-            Stmt::Shuffle {
-                dst, value, arg, ..
-            } => {
+            Stmt::Shuffle { dst, value, arg, .. } => {
                 self.expr(value, path)?;
                 if !matches!(value.ty(), Scalar::I32 | Scalar::U32 | Scalar::F32) {
-                    return Err(
-                        self.err(path, format!("shuffle of {} (must be 32-bit)", value.ty()))
-                    );
+                    return Err(self.err(path, format!("shuffle of {} (must be 32-bit)", value.ty())));
                 }
                 if self.var_ty(*dst, path)? != value.ty() {
                     return Err(self.err(path, "shuffle destination type differs from value"));
@@ -337,11 +325,7 @@ impl Validator<'_> {
                 if a.ty() != b.ty() || a.ty() != ty {
                     return Err(self.err(
                         path,
-                        format!(
-                            "{op:?} operands have different types: {} and {}",
-                            a.ty(),
-                            b.ty()
-                        ),
+                        format!("{op:?} operands have different types: {} and {}", a.ty(), b.ty()),
                     ));
                 }
                 let ok = match op {
@@ -397,10 +381,7 @@ impl Validator<'_> {
             }
             ExprKind::Bitcast(t, a) => {
                 self.expr(a, path)?;
-                if t.size_bytes() != a.ty().size_bytes()
-                    || *t == Scalar::Bool
-                    || a.ty() == Scalar::Bool
-                {
+                if t.size_bytes() != a.ty().size_bytes() || *t == Scalar::Bool || a.ty() == Scalar::Bool {
                     return Err(self.err(path, format!("bitcast {} -> {t} changes size", a.ty())));
                 }
                 Ok(())

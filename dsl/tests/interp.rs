@@ -404,20 +404,9 @@ fn float_compares_are_ordered_and_ne_is_not_eq() {
     k.if_(tid.lt(n as u32), |k| {
         let x = k.let_("x", ab.at(tid));
         let y = k.let_("y", bb.at(tid));
-        let ops = [
-            CmpOp::Eq,
-            CmpOp::Ne,
-            CmpOp::Lt,
-            CmpOp::Le,
-            CmpOp::Gt,
-            CmpOp::Ge,
-        ];
+        let ops = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
         for (j, op) in ops.iter().enumerate() {
-            k.store(
-                out,
-                tid * 6u32 + j as u32,
-                select(cmp(*op, x, y), 1u32, 0u32),
-            );
+            k.store(out, tid * 6u32 + j as u32, select(cmp(*op, x, y), 1u32, 0u32));
         }
     });
     let kernel = k.finish().unwrap();
@@ -571,14 +560,8 @@ fn casts_from_half_types_all_bit_patterns() {
     for i in 0..n {
         let hv = f16::from_bits(i as u16);
         let bv = bf16::from_bits(i as u16);
-        assert!(
-            same_f32(bufs[2].as_f32().unwrap()[i], hv.to_f32()),
-            "f16 {i:#x}"
-        );
-        assert!(
-            same_f32(bufs[3].as_f32().unwrap()[i], bv.to_f32()),
-            "bf16 {i:#x}"
-        );
+        assert!(same_f32(bufs[2].as_f32().unwrap()[i], hv.to_f32()), "f16 {i:#x}");
+        assert!(same_f32(bufs[3].as_f32().unwrap()[i], bv.to_f32()), "bf16 {i:#x}");
         let got = bufs[4].as_bf16().unwrap()[i];
         let want = bf16::from_f32(hv.to_f32());
         assert!(
@@ -626,21 +609,13 @@ fn casts_between_ints_and_to_float() {
         let o = tid * 8u32;
         k.store(out, o.clone(), v.cast(Scalar::I32).i64()); // wrap then sign-extend
         k.store(out, o.clone() + 1u32, v.cast(Scalar::U32).i64()); // wrap then zero-extend
-        k.store(
-            out,
-            o.clone() + 2u32,
-            v.cast(Scalar::U64).bitcast(Scalar::I64),
-        );
+        k.store(out, o.clone() + 2u32, v.cast(Scalar::U64).bitcast(Scalar::I64));
         k.store(
             out,
             o.clone() + 3u32,
             v.cast(Scalar::I32).cast(Scalar::U64).bitcast(Scalar::I64),
         );
-        k.store(
-            out,
-            o.clone() + 4u32,
-            v.cast(Scalar::U32).cast(Scalar::I32).i64(),
-        );
+        k.store(out, o.clone() + 4u32, v.cast(Scalar::U32).cast(Scalar::I32).i64());
         k.store(out, o.clone() + 5u32, v.lt(0i64).cast(Scalar::I64)); // bool -> int
         k.store(fo, tid * 4u32, v.f32());
         k.store(fo, tid * 4u32 + 1u32, v.cast(Scalar::I32).f32());
@@ -751,10 +726,7 @@ fn builtins_and_block_order() {
     )
     .unwrap();
     assert_eq!(stats.blocks, nb as u64);
-    assert_eq!(
-        o.as_u32().unwrap(),
-        (0..nb as u32).collect::<Vec<_>>().as_slice()
-    );
+    assert_eq!(o.as_u32().unwrap(), (0..nb as u32).collect::<Vec<_>>().as_slice());
     let ids = ids.as_u32().unwrap();
     for z in 0..2 {
         for y in 0..2 {
@@ -857,11 +829,7 @@ fn shuffles_all_modes() {
         &mut [Arg::Buf(&mut ho), Arg::Buf(&mut hf), Arg::Buf(&mut hi)],
     )
     .unwrap();
-    let (o, f, iv) = (
-        ho.as_u32().unwrap(),
-        hf.as_f32().unwrap(),
-        hi.as_i32().unwrap(),
-    );
+    let (o, f, iv) = (ho.as_u32().unwrap(), hf.as_f32().unwrap(), hi.as_i32().unwrap());
     let vals: Vec<u32> = (0..nt).map(|t| t * 10 + 7).collect();
     let mut c = 0usize;
     for mode in modes {
@@ -876,11 +844,7 @@ fn shuffles_all_modes() {
                     src as f32 * 0.5 - 3.0,
                     "{mode:?} f32 arg {name}"
                 );
-                assert_eq!(
-                    iv[t * ncase + c],
-                    src as i32 - 40,
-                    "{mode:?} i32 arg {name}"
-                );
+                assert_eq!(iv[t * ncase + c], src as i32 - 40, "{mode:?} i32 arg {name}");
             }
             c += 1;
         }
@@ -933,11 +897,7 @@ fn shuffle_in_whole_warps_of_a_divergent_branch_is_fine() {
     let kernel = k.finish().unwrap();
     let mut o = HostBuffer::zeros(Scalar::U32, 32);
     launch(&kernel, 1, &mut [Arg::Buf(&mut o)]).unwrap();
-    assert!(o
-        .as_u32()
-        .unwrap()
-        .iter()
-        .all(|&s| s == (32..64).sum::<u32>()));
+    assert!(o.as_u32().unwrap().iter().all(|&s| s == (32..64).sum::<u32>()));
 }
 
 // ----- collectives -----------------------------------------------------------------------
@@ -979,9 +939,7 @@ fn block_allreduce_many_all_block_sizes() {
         let mut rng = Rng(bt as u64 + 11);
         // Small integers: sums are exact in any order.
         let xs: Vec<f32> = (0..n).map(|_| rng.below(2001) as f32 - 1000.0).collect();
-        let ys: Vec<i32> = (0..n)
-            .map(|_| rng.below(1 << 20) as i32 - (1 << 19))
-            .collect();
+        let ys: Vec<i32> = (0..n).map(|_| rng.below(1 << 20) as i32 - (1 << 19)).collect();
         let mut hx = HostBuffer::F32(xs.clone());
         let mut hy = HostBuffer::I32(ys.clone());
         let mut ho = HostBuffer::filled_f64(Scalar::F32, n * 4, f64::NAN);
@@ -1299,10 +1257,7 @@ fn atomics_in_thread_order() {
     drop(args);
     let o = bufs[1].as_u32().unwrap();
     for g in 0..n {
-        assert_eq!(
-            o[g], g as u32,
-            "atomic add returns old values in thread order"
-        );
+        assert_eq!(o[g], g as u32, "atomic add returns old values in thread order");
         assert_eq!(o[1000 + g], if g == 0 { u32::MAX } else { g as u32 - 1 });
     }
     assert_eq!(bufs[0].as_u32().unwrap()[0], n as u32);
@@ -1425,19 +1380,11 @@ fn error_out_of_bounds_global_load() {
     let kernel = load_kernel(-1);
     let mut x = HostBuffer::zeros(Scalar::F32, 100);
     let e = launch(&kernel, 1, &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)]).unwrap_err();
-    assert!(
-        matches!(e, InterpError::OutOfBounds { index: -1, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, InterpError::OutOfBounds { index: -1, .. }), "{e}");
     assert_eq!(loc(&e).thread, 0);
     // In bounds: fine.
     let mut x = HostBuffer::zeros(Scalar::F32, 64);
-    launch(
-        &load_kernel(0),
-        1,
-        &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)],
-    )
-    .unwrap();
+    launch(&load_kernel(0), 1, &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)]).unwrap();
 }
 
 #[test]
@@ -1455,12 +1402,7 @@ fn error_out_of_bounds_store_and_path() {
     });
     let kernel = k.finish().unwrap();
     let mut o = HostBuffer::zeros(Scalar::I32, 20);
-    let e = run(
-        &kernel,
-        LaunchDims::new([1, 2, 1], 32),
-        &mut [Arg::Buf(&mut o)],
-    )
-    .unwrap_err();
+    let e = run(&kernel, LaunchDims::new([1, 2, 1], 32), &mut [Arg::Buf(&mut o)]).unwrap_err();
     assert!(
         matches!(
             e,
@@ -1729,9 +1671,7 @@ fn race_kernel(with_barrier: bool) -> Kernel {
     if with_barrier {
         k.barrier();
     }
-    k.if_(tid.ge(32u32), |k| {
-        k.store(out, tid - 32u32, sm.at(tid - 32u32))
-    });
+    k.if_(tid.ge(32u32), |k| k.store(out, tid - 32u32, sm.at(tid - 32u32)));
     k.finish().unwrap()
 }
 
@@ -1751,10 +1691,7 @@ fn error_shared_race_between_warps() {
         } => {
             assert_eq!(array, "sm");
             assert_eq!(*index, 0);
-            assert_eq!(
-                (*access, *other_access),
-                (RaceAccess::Read, RaceAccess::Write)
-            );
+            assert_eq!((*access, *other_access), (RaceAccess::Read, RaceAccess::Write));
             assert_eq!((*warp, *other_warp), (1, 0));
             assert_eq!(loc.thread, 32);
             assert_eq!(loc.path, "body[2].then[0]");
@@ -1791,9 +1728,7 @@ fn error_shared_write_after_read_race() {
         let tid = k.let_("tid", k.thread_idx());
         k.if_(tid.lt(32u32), |k| k.store(sm, tid, tid));
         k.barrier();
-        k.if_(tid.ge(32u32), |k| {
-            k.store(out, tid - 32u32, sm.at(63u32 - tid))
-        });
+        k.if_(tid.ge(32u32), |k| k.store(out, tid - 32u32, sm.at(63u32 - tid)));
         if second_barrier {
             k.barrier();
         }
@@ -1864,49 +1799,23 @@ fn error_div_by_zero_and_shift_overflow() {
     let kernel = k.finish().unwrap();
     let mut o = HostBuffer::zeros(Scalar::I32, 32);
     let e = launch(&kernel, 1, &mut [Arg::Buf(&mut o)]).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            InterpError::DivByZero {
-                ty: Scalar::I32,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, InterpError::DivByZero { ty: Scalar::I32, .. }), "{e}");
     assert_eq!(loc(&e).thread, 3);
     assert_eq!(loc(&e).path, "body[1]");
 
     let mut k = KernelBuilder::new("remzero", 32);
     let out = k.buffer("out", Scalar::U64, Access::Write);
     let tid = k.let_("tid", k.thread_idx());
-    k.store(
-        out,
-        tid,
-        tid.cast(Scalar::U64) % (tid.cast(Scalar::U64) & 1u64),
-    );
+    k.store(out, tid, tid.cast(Scalar::U64) % (tid.cast(Scalar::U64) & 1u64));
     let mut o = HostBuffer::zeros(Scalar::U64, 32);
     let e = launch(&k.finish().unwrap(), 1, &mut [Arg::Buf(&mut o)]).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            InterpError::DivByZero {
-                ty: Scalar::U64,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, InterpError::DivByZero { ty: Scalar::U64, .. }), "{e}");
     assert_eq!(loc(&e).thread, 0);
 
     let mut k = KernelBuilder::new("divovf", 32);
     let out = k.buffer("out", Scalar::I32, Access::Write);
     let tid = k.let_("tid", k.thread_idx());
-    k.store(
-        out,
-        tid,
-        ilit(Scalar::I32, i32::MIN as i64) / (tid.i32() - 1i32),
-    );
+    k.store(out, tid, ilit(Scalar::I32, i32::MIN as i64) / (tid.i32() - 1i32));
     let mut o = HostBuffer::zeros(Scalar::I32, 32);
     let e = launch(&k.finish().unwrap(), 1, &mut [Arg::Buf(&mut o)]).unwrap_err();
     assert!(matches!(e, InterpError::DivOverflow { .. }), "{e}");
@@ -1937,10 +1846,7 @@ fn error_div_by_zero_and_shift_overflow() {
     k.store(out, tid, binary(BinOp::Shr, 1i64, tid.i64() - 5i64));
     let mut o = HostBuffer::zeros(Scalar::I64, 32);
     let e = launch(&k.finish().unwrap(), 1, &mut [Arg::Buf(&mut o)]).unwrap_err();
-    assert!(
-        matches!(e, InterpError::ShiftOverflow { amount: -5, .. }),
-        "{e}"
-    );
+    assert!(matches!(e, InterpError::ShiftOverflow { amount: -5, .. }), "{e}");
     assert_eq!(loc(&e).thread, 0);
 }
 
@@ -2068,13 +1974,7 @@ fn error_step_budget() {
     // An empty kernel over a large grid also stops.
     let k = KernelBuilder::new("empty", 32);
     let kernel = k.finish().unwrap();
-    let e = run_with(
-        &kernel,
-        LaunchDims::new([1000, 1000, 1], 32),
-        &mut [],
-        &opts,
-    )
-    .unwrap_err();
+    let e = run_with(&kernel, LaunchDims::new([1000, 1000, 1], 32), &mut [], &opts).unwrap_err();
     assert!(matches!(e, InterpError::Timeout { .. }), "{e}");
 }
 
@@ -2108,12 +2008,7 @@ fn error_messages_name_everything() {
     });
     let kernel = k.finish().unwrap();
     let mut o = HostBuffer::zeros(Scalar::F32, 4);
-    let e = run(
-        &kernel,
-        LaunchDims::new([1, 2, 1], 32),
-        &mut [Arg::Buf(&mut o)],
-    )
-    .unwrap_err();
+    let e = run(&kernel, LaunchDims::new([1, 2, 1], 32), &mut [Arg::Buf(&mut o)]).unwrap_err();
     let msg = e.to_string();
     for part in [
         "kernel `msg`",
@@ -2206,11 +2101,7 @@ fn measure_speed(blocks: u32, tokens: i32) -> (RunStats, f64) {
     let mref = zs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let sref: f64 = zs.iter().map(|z| (z - mref).exp2()).sum();
     assert!((o[0] as f64 - mref).abs() < 1e-4, "{} vs {mref}", o[0]);
-    assert!(
-        (o[1] as f64 - sref).abs() < 1e-3 * sref,
-        "{} vs {sref}",
-        o[1]
-    );
+    assert!((o[1] as f64 - sref).abs() < 1e-3 * sref, "{} vs {sref}", o[1]);
     (stats, secs)
 }
 

@@ -177,9 +177,7 @@ pub fn compare(
             .sqrt();
         let norm = r.iter().map(|a| a * a).sum::<f64>().sqrt();
         let rel = if norm > 0.0 { diff / norm } else { diff };
-        c.max_rel_err = c
-            .max_rel_err
-            .max(if rel.is_nan() { f64::INFINITY } else { rel });
+        c.max_rel_err = c.max_rel_err.max(if rel.is_nan() { f64::INFINITY } else { rel });
         let tref = reference.tau[hd];
         let terr = (tau - tref).abs() / (1.0 + tref.abs());
         c.max_tau_err = c
@@ -241,10 +239,7 @@ pub mod interp {
     }
 
     /// Run both kernels in the interpreter with poisoned outputs and workspace.
-    pub fn run_dense(
-        case: &DenseCase,
-        x: &DenseInputs,
-    ) -> Result<(DenseOutputs, DenseRunStats), RunError> {
+    pub fn run_dense(case: &DenseCase, x: &DenseInputs) -> Result<(DenseOutputs, DenseRunStats), RunError> {
         let score = score_kernel(&case.spec, &case.tile)?;
         let finish = finish_kernel(&case.spec, &case.tile)?;
         let ws = case.workspace();

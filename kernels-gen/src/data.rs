@@ -25,11 +25,7 @@ impl Tensor {
             bits.push(b);
             values.push(r);
         }
-        Tensor {
-            dtype,
-            bits,
-            values,
-        }
+        Tensor { dtype, bits, values }
     }
     pub fn len(&self) -> usize {
         self.values.len()

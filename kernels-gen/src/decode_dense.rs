@@ -142,9 +142,9 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     // Candidates z > lo, compacted in thread order into this split's workspace segment.
     let q_heads = k.let_("q_heads", kv_heads * group);
     for g in 0..group as usize {
-        let count = z[g].iter().fold(i32c(0), |c, zv| {
-            c + select(owner.and(zv.gt(lo[g])), 1i32, 0i32)
-        });
+        let count = z[g]
+            .iter()
+            .fold(i32c(0), |c, zv| c + select(owner.and(zv.gt(lo[g])), 1i32, 0i32));
         let (excl, total) = k.block_exclusive_scan(count, scan);
         let h = kvh * group + g as u32;
         let seg = k.let_("seg", (b * q_heads + h).i64() * splits.i64() + split.i64());
@@ -377,9 +377,7 @@ impl FinishCtx {
         let done = k.let_("done", false);
         let it = k.let_typed("it", Scalar::I32, 0);
         k.while_(done.not().and(it.lt(MAX_SOLVE_ITERS as i32)), |k| {
-            let acc: Vec<Var> = (0..5)
-                .map(|_| k.let_typed("acc", Scalar::F32, 0.0))
-                .collect();
+            let acc: Vec<Var> = (0..5).map(|_| k.let_typed("acc", Scalar::F32, 0.0)).collect();
             src.for_each(k, tid.e(), threads, &|k, z, _| {
                 let (w, w1) = threshold_terms(alpha, z, tau);
                 let active = z.gt(tau);

@@ -3,14 +3,7 @@
 use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
 use entkv_kernels::check::{compare, interp::run_dense, reference, DataKind, DenseCase};
 
-fn case(
-    alpha: f64,
-    group: u32,
-    n: u64,
-    tile: Option<DenseTile>,
-    data: DataKind,
-    seed: u64,
-) -> DenseCase {
+fn case(alpha: f64, group: u32, n: u64, tile: Option<DenseTile>, data: DataKind, seed: u64) -> DenseCase {
     let spec = DecodeSpec::new(alpha, 32, group, DType::F16).unwrap();
     let tile = tile.unwrap_or_else(|| DenseTile::default_for(&spec));
     DenseCase {

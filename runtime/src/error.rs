@@ -95,12 +95,9 @@ impl RuntimeError {
     /// The CUDA error code behind this error, if it came from the driver.
     pub fn cuda_code(&self) -> Option<CUresult> {
         match self {
-            RuntimeError::Driver { source, .. } | RuntimeError::Launch { source, .. } => {
-                Some(source.0)
-            }
+            RuntimeError::Driver { source, .. } | RuntimeError::Launch { source, .. } => Some(source.0),
             RuntimeError::ModuleLoad {
-                source: Some(source),
-                ..
+                source: Some(source), ..
             } => Some(source.0),
             _ => None,
         }

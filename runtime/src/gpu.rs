@@ -149,8 +149,8 @@ impl Gpu {
     pub fn from_context(ctx: Arc<CudaContext>) -> Result<Gpu> {
         let guard = CtxGuard::bind(ctx.cu_ctx())?;
         let info = query_info(&ctx)?;
-        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .map_err(drv("cuStreamCreate"))?;
+        let stream =
+            result::stream::create(result::stream::StreamKind::NonBlocking).map_err(drv("cuStreamCreate"))?;
         drop(guard);
         Ok(Gpu {
             shared: Arc::new(GpuShared {
@@ -195,8 +195,7 @@ impl Gpu {
     pub fn synchronize_stream(&self) -> Result<()> {
         let _g = self.shared.bind()?;
         // SAFETY: our own live stream.
-        unsafe { result::stream::synchronize(self.shared.stream) }
-            .map_err(drv("cuStreamSynchronize"))
+        unsafe { result::stream::synchronize(self.shared.stream) }.map_err(drv("cuStreamSynchronize"))
     }
 }
 
@@ -206,9 +205,7 @@ pub fn gpu_unavailable_reason() -> Option<String> {
     match device_count() {
         Ok(0) => Some("no CUDA device (the driver reports 0 devices)".to_string()),
         Ok(_) => None,
-        Err(RuntimeError::NoDriver { .. }) => {
-            Some("no CUDA driver library (libcuda.so) found".to_string())
-        }
+        Err(RuntimeError::NoDriver { .. }) => Some("no CUDA driver library (libcuda.so) found".to_string()),
         Err(e) => Some(format!("CUDA driver unusable: {e}")),
     }
 }
@@ -240,8 +237,7 @@ pub fn device_count() -> Result<usize> {
 
 fn attr(dev: sys::CUdevice, a: Attr) -> Result<u32> {
     // SAFETY: `dev` comes from a live context.
-    let v =
-        unsafe { result::device::get_attribute(dev, a) }.map_err(drv("cuDeviceGetAttribute"))?;
+    let v = unsafe { result::device::get_attribute(dev, a) }.map_err(drv("cuDeviceGetAttribute"))?;
     Ok(u32::try_from(v).unwrap_or(0))
 }
 
@@ -269,10 +265,7 @@ fn query_info(ctx: &CudaContext) -> Result<DeviceInfo> {
         sm_count: attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         l2_bytes: u64::from(attr(dev, Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?),
         total_mem_bytes: total as u64,
-        driver_version: format_driver_version(
-            cuda_driver_version,
-            kernel_module_version.as_deref(),
-        ),
+        driver_version: format_driver_version(cuda_driver_version, kernel_module_version.as_deref()),
         cuda_driver_version,
         kernel_module_version,
         max_threads_per_block: attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
@@ -281,10 +274,7 @@ fn query_info(ctx: &CudaContext) -> Result<DeviceInfo> {
             attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
             attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
         ],
-        max_shared_bytes_per_block: attr(
-            dev,
-            Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
-        )?,
+        max_shared_bytes_per_block: attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
         max_shared_bytes_per_block_optin: attr(
             dev,
             Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -344,10 +334,7 @@ mod tests {
         );
         let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release \
                     Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:47:37 UTC 2025\n";
-        assert_eq!(
-            parse_kernel_module_version(open).as_deref(),
-            Some("580.95.05")
-        );
+        assert_eq!(parse_kernel_module_version(open).as_deref(), Some("580.95.05"));
         assert_eq!(parse_kernel_module_version("garbage"), None);
         assert_eq!(parse_kernel_module_version(""), None);
     }

@@ -299,10 +299,7 @@ mod tests {
     #[test]
     fn accepts_valid_launch() {
         let g = LaunchGeometry::linear(10, 128);
-        assert_eq!(
-            check_launch(&g, &[KernelArg::Ptr(0)], &limits(None)),
-            Ok(())
-        );
+        assert_eq!(check_launch(&g, &[KernelArg::Ptr(0)], &limits(None)), Ok(()));
         let g = LaunchGeometry {
             grid: [i32::MAX as u32, 65535, 65535],
             block: 256,
@@ -357,10 +354,7 @@ mod tests {
 
     #[test]
     fn checks_args_against_params() {
-        let params = [
-            ParamInfo { offset: 0, size: 8 },
-            ParamInfo { offset: 8, size: 4 },
-        ];
+        let params = [ParamInfo { offset: 0, size: 8 }, ParamInfo { offset: 8, size: 4 }];
         let g = LaunchGeometry::linear(1, 32);
         let ok = [KernelArg::Ptr(16), KernelArg::F32(1.0)];
         assert_eq!(check_launch(&g, &ok, &limits(Some(&params))), Ok(()));

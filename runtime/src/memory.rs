@@ -113,8 +113,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // SAFETY: `ptr` holds `len` elements; `data` is exactly that long and stays borrowed
         // until the stream has been synchronised below.
         unsafe {
-            result::memcpy_htod_async(self.ptr, data, self.gpu.stream())
-                .map_err(drv("cuMemcpyHtoDAsync"))?;
+            result::memcpy_htod_async(self.ptr, data, self.gpu.stream()).map_err(drv("cuMemcpyHtoDAsync"))?;
             result::stream::synchronize(self.gpu.stream()).map_err(drv("cuStreamSynchronize"))
         }
     }

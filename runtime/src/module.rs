@@ -55,10 +55,7 @@ impl Gpu {
     /// verbose JIT info log (registers, spills per kernel) is kept: [`Module::jit_info_log`].
     pub fn load_module(&self, ptx: &str) -> Result<Module> {
         let image = CString::new(ptx).map_err(|e| RuntimeError::ModuleLoad {
-            detail: format!(
-                "PTX text contains a NUL byte at offset {}",
-                e.nul_position()
-            ),
+            detail: format!("PTX text contains a NUL byte at offset {}", e.nul_position()),
             jit_log: String::new(),
             source: None,
         })?;
@@ -133,12 +130,11 @@ impl Module {
         let c_name = CString::new(name).map_err(|_| missing())?;
         let _g = self.shared.gpu.bind()?;
         // SAFETY: live module; context current.
-        let cu_function =
-            match unsafe { result::module::get_function(self.shared.cu_module, c_name) } {
-                Ok(f) => f,
-                Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND)) => return Err(missing()),
-                Err(e) => return Err(drv("cuModuleGetFunction")(e)),
-            };
+        let cu_function = match unsafe { result::module::get_function(self.shared.cu_module, c_name) } {
+            Ok(f) => f,
+            Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND)) => return Err(missing()),
+            Err(e) => return Err(drv("cuModuleGetFunction")(e)),
+        };
         let get = |a: FnAttr| -> Result<u32> {
             // SAFETY: live function handle; context current.
             let v = unsafe { result::function::get_function_attribute(cu_function, a) }
@@ -266,9 +262,7 @@ impl Function {
                 reason: format!(
                     "`{}`: {bytes} B of dynamic shared memory requested, but the device allows \
                      {} B per block with opt-in and the kernel uses {} B statically (max {limit} B)",
-                    self.shared.name,
-                    info.max_shared_bytes_per_block_optin,
-                    self.shared.attrs.shared_bytes
+                    self.shared.name, info.max_shared_bytes_per_block_optin, self.shared.attrs.shared_bytes
                 ),
             });
         }
@@ -282,9 +276,7 @@ impl Function {
             )
         }
         .map_err(drv("cuFuncSetAttribute"))?;
-        self.shared
-            .max_dynamic_shared
-            .store(bytes, Ordering::Relaxed);
+        self.shared.max_dynamic_shared.store(bytes, Ordering::Relaxed);
         Ok(())
     }
 
@@ -327,11 +319,7 @@ fn query_params(f: sys::CUfunction) -> Option<Vec<ParamInfo>> {
     // cudarc panics when a lazily resolved symbol is missing, so look it up ourselves first.
     // SAFETY: `culib()` is already loaded (we only get here with a live context) and we only
     // test for the symbol's presence.
-    let present = unsafe {
-        sys::culib()
-            .get::<*const c_void>("cuFuncGetParamInfo")
-            .is_ok()
-    };
+    let present = unsafe { sys::culib().get::<*const c_void>("cuFuncGetParamInfo").is_ok() };
     if !present {
         return None;
     }
@@ -350,8 +338,6 @@ fn query_params(f: sys::CUfunction) -> Option<Vec<ParamInfo>> {
     // parameters", so a driver quirk cannot make valid launches fail.
     let consistent = !params.is_empty()
         && params.iter().all(|p| p.size > 0)
-        && params
-            .windows(2)
-            .all(|w| w[1].offset >= w[0].offset + w[0].size);
+        && params.windows(2).all(|w| w[1].offset >= w[0].offset + w[0].size);
     consistent.then_some(params)
 }

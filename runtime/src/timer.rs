@@ -45,8 +45,8 @@ impl GpuTimer {
     /// Creates the two events (timing enabled, default flags).
     pub fn new(gpu: &Gpu) -> Result<Self> {
         let _g = gpu.shared.bind()?;
-        let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-            .map_err(drv("cuEventCreate"))?;
+        let start =
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv("cuEventCreate"))?;
         let end = match result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT) {
             Ok(e) => e,
             Err(e) => {

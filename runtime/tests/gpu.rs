@@ -245,11 +245,7 @@ fn run(c: &mut Checks) -> AnyResult {
 
     let module = gpu.load_module(PTX)?;
     let jit_lines = module.jit_info_log().lines().count();
-    c.check(
-        "load_module",
-        true,
-        format!("JIT info log: {jit_lines} lines"),
-    );
+    c.check("load_module", true, format!("JIT info log: {jit_lines} lines"));
     for line in module.jit_info_log().lines() {
         println!("      | {line}");
     }
@@ -285,9 +281,7 @@ fn check_attrs(c: &mut Checks, add_one: &Function, limited: &Function, dyn_share
             && a.max_threads_per_block == 1024
             && a.ptx_version == 90
             && a.binary_version == 90,
-        format!(
-            "{a:?} (expect regs in 1..=255, local 0, shared 0, max_threads 1024, ptx target 90, sm 90)"
-        ),
+        format!("{a:?} (expect regs in 1..=255, local 0, shared 0, max_threads 1024, ptx target 90, sm 90)"),
     );
     let l = limited.attrs();
     c.check(
@@ -307,11 +301,7 @@ fn check_attrs(c: &mut Checks, add_one: &Function, limited: &Function, dyn_share
         ),
     );
     match add_one.occupancy_blocks_per_sm(256, 0) {
-        Ok(n) => c.check(
-            "occupancy add_one block=256",
-            n >= 1,
-            format!("{n} blocks/SM"),
-        ),
+        Ok(n) => c.check("occupancy add_one block=256", n >= 1, format!("{n} blocks/SM")),
         Err(e) => c.check("occupancy add_one block=256", false, e),
     }
 }
@@ -347,9 +337,7 @@ fn check_add_one(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
     let max_err = (0..n as usize)
         .map(|i| (f64::from(out[i]) - (f64::from(host[i]) + 1.0)).abs())
         .fold(0.0f64, f64::max);
-    let tail_ok = (n as usize..host.len())
-        .filter(|&i| out[i] == host[i])
-        .count();
+    let tail_ok = (n as usize..host.len()).filter(|&i| out[i] == host[i]).count();
     c.check(
         "add_one n=1000 grid=4x256",
         max_err == 0.0 && tail_ok == tail,
@@ -397,14 +385,7 @@ fn check_mix(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
 fn check_limited(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
     let out = DeviceBuffer::<u32>::alloc_zeros(gpu, 256)?;
     // SAFETY: limited writes out[0..block]; out holds 256 u32.
-    unsafe {
-        launch(
-            f,
-            &LaunchGeometry::linear(1, 128),
-            gpu.stream_raw(),
-            &[out.arg()],
-        )?
-    };
+    unsafe { launch(f, &LaunchGeometry::linear(1, 128), gpu.stream_raw(), &[out.arg()])? };
     let got = out.to_host()?;
     let ok = (0..128).all(|i| got[i] == i as u32) && got[128..].iter().all(|&v| v == 0);
     c.check(
@@ -413,14 +394,7 @@ fn check_limited(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
         format!("out[0..4]={:?} out[127]={}", &got[..4], got[127]),
     );
     // SAFETY: rejected before reaching the driver.
-    let r = unsafe {
-        launch(
-            f,
-            &LaunchGeometry::linear(1, 256),
-            gpu.stream_raw(),
-            &[out.arg()],
-        )
-    };
+    let r = unsafe { launch(f, &LaunchGeometry::linear(1, 256), gpu.stream_raw(), &[out.arg()]) };
     c.check(
         "limited block=256 > maxntid 128 -> InvalidLaunch",
         is_invalid_launch(&r),
@@ -437,14 +411,7 @@ fn check_dyn_shared(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
         o.fill_bytes(0xFF)?;
         let geom = LaunchGeometry::linear(1, block).with_shared_bytes(bytes);
         // SAFETY: dyn_shared writes o[0..block] and shared bytes [bytes-4*block, bytes).
-        unsafe {
-            launch(
-                f,
-                &geom,
-                gpu.stream_raw(),
-                &[o.arg(), KernelArg::U32(bytes)],
-            )?
-        };
+        unsafe { launch(f, &geom, gpu.stream_raw(), &[o.arg(), KernelArg::U32(bytes)])? };
         o.to_host()
     };
     let expect: Vec<u32> = (1..=block).collect();
@@ -523,19 +490,8 @@ fn check_invalid_launches(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult 
     }
     if f.params().is_some() {
         // SAFETY: rejected before reaching the driver (argument check).
-        let r = unsafe {
-            launch(
-                f,
-                &LaunchGeometry::linear(1, 64),
-                gpu.stream_raw(),
-                &good[..2],
-            )
-        };
-        c.check(
-            "too few args -> InvalidLaunch",
-            is_invalid_launch(&r),
-            show(&r),
-        );
+        let r = unsafe { launch(f, &LaunchGeometry::linear(1, 64), gpu.stream_raw(), &good[..2]) };
+        c.check("too few args -> InvalidLaunch", is_invalid_launch(&r), show(&r));
         let wrong = [buf.arg(), KernelArg::F32(1.0), KernelArg::U64(64)];
         // SAFETY: as above.
         let r = unsafe { launch(f, &LaunchGeometry::linear(1, 64), gpu.stream_raw(), &wrong) };
@@ -574,15 +530,10 @@ fn check_missing_and_bad_ptx(c: &mut Checks, gpu: &Gpu, module: &entkv_runtime::
     );
     let broken = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry broken(\n    .param .u64 p\n)\n{\n    ld.param.u64 %rd1, [p];\n    ret;\n}\n";
     match gpu.load_module(broken) {
-        Err(RuntimeError::ModuleLoad {
-            jit_log, detail, ..
-        }) => c.check(
+        Err(RuntimeError::ModuleLoad { jit_log, detail, .. }) => c.check(
             "bad PTX -> ModuleLoad with JIT log",
             !jit_log.trim().is_empty(),
-            format!(
-                "{detail}; log: {}",
-                jit_log.lines().next().unwrap_or("<empty>")
-            ),
+            format!("{detail}; log: {}", jit_log.lines().next().unwrap_or("<empty>")),
         ),
         Err(e) => c.check("bad PTX -> ModuleLoad with JIT log", false, e),
         Ok(_) => c.check("bad PTX -> ModuleLoad with JIT log", false, "loaded"),
@@ -674,13 +625,7 @@ fn roundtrip<T: DeviceCopy + PartialEq + std::fmt::Debug>(
 
 fn check_buffers(c: &mut Checks, gpu: &Gpu) -> AnyResult {
     roundtrip(c, gpu, "u8", &[1u8, 2, 255, 0, 7], u8::MAX)?;
-    roundtrip(
-        c,
-        gpu,
-        "u16 (f16 bits)",
-        &[0x3C00u16, 0xC000, 0x7BFF],
-        u16::MAX,
-    )?;
+    roundtrip(c, gpu, "u16 (f16 bits)", &[0x3C00u16, 0xC000, 0x7BFF], u16::MAX)?;
     roundtrip(c, gpu, "i32", &[-1i32, 0, i32::MIN, i32::MAX], -1)?;
     roundtrip(c, gpu, "u32", &[0u32, 1, u32::MAX], u32::MAX)?;
     roundtrip(c, gpu, "i64", &[i64::MIN, -5, i64::MAX], -1)?;

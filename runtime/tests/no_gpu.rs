@@ -1,9 +1,7 @@
 //! Runs everywhere, including CI machines with no GPU and no libcuda: opening a device must
 //! give a typed error, never a panic, and agree with `gpu_unavailable_reason`.
 
-use entkv_runtime::{
-    device_count, driver_library_present, gpu_unavailable_reason, Gpu, RuntimeError,
-};
+use entkv_runtime::{device_count, driver_library_present, gpu_unavailable_reason, Gpu, RuntimeError};
 
 #[test]
 fn open_reports_typed_error_or_works() {
@@ -12,10 +10,7 @@ fn open_reports_typed_error_or_works() {
     match (&reason, &opened) {
         (Some(reason), Err(e)) => {
             assert!(
-                matches!(
-                    e,
-                    RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. }
-                ),
+                matches!(e, RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. }),
                 "unexpected error kind: {e:?}"
             );
             println!("no GPU here, as expected: reason = {reason}; Gpu::open(0) = {e}");
@@ -57,10 +52,7 @@ fn huge_ordinal_is_typed_error() {
 
 #[test]
 fn error_messages_are_readable() {
-    let e = RuntimeError::NoDevice {
-        ordinal: 3,
-        count: 1,
-    };
+    let e = RuntimeError::NoDevice { ordinal: 3, count: 1 };
     assert_eq!(
         e.to_string(),
         "no CUDA device with ordinal 3 (1 device(s) visible)"
@@ -71,10 +63,7 @@ fn error_messages_are_readable() {
         source: None,
     };
     let s = e.to_string();
-    assert!(
-        s.contains("JIT log:\nptxas application ptx input, line 7"),
-        "{s}"
-    );
+    assert!(s.contains("JIT log:\nptxas application ptx input, line 7"), "{s}");
     let e = RuntimeError::MissingFunction {
         name: "add_two".into(),
     };

@@ -43,11 +43,7 @@ fn every_module_assembles_without_spills() {
             let kernels: Vec<&entkv_dsl::Kernel> = module.kernels.iter().collect();
             let compiled = compile_module(module.name, &kernels, &target).unwrap();
             for k in &module.kernels {
-                assert!(
-                    compiled.ptx.contains(&format!(".entry {}", k.name)),
-                    "{}",
-                    k.name
-                );
+                assert!(compiled.ptx.contains(&format!(".entry {}", k.name)), "{}", k.name);
                 assert!(
                     compiled
                         .ptx

@@ -12,15 +12,7 @@ fn runtime_has_no_llvm_or_dsl_dependency() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = Command::new(env!("CARGO"))
         .current_dir(&workspace)
-        .args([
-            "tree",
-            "-p",
-            "entkv-runtime",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
+        .args(["tree", "-p", "entkv-runtime", "-e", "normal", "--prefix", "none"])
         .output()
         .expect("failed to run `cargo tree`");
     let stdout = String::from_utf8_lossy(&out.stdout);

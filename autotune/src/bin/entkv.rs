@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use entkv_abi::{check_page_size, DType, DecodeSpec};
-use entkv_autotune::{emit, gpucheck};
+use entkv_autotune::{bench, emit, gpucheck};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -55,6 +55,21 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         warmup: usize,
     },
+    /// Time the dense decode's kernels for several tile configs at the `paper` shapes
+    /// (α = 1.5, batch 8, 24 heads, d = 32, f16). Needs an NVIDIA GPU.
+    BenchDense {
+        #[arg(long, default_value_t = 1_048_576)]
+        n: u64,
+        /// Tile configs `threads,lanes,tokens,newton,min_blocks,finish_threads,capacity`
+        /// (repeat the flag); the default config when none is given.
+        #[arg(long)]
+        tile: Vec<String>,
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+        /// Write the timings as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -98,12 +113,8 @@ fn main() -> Result<()> {
             let commit = std::env::var("ENTKV_COMMIT").unwrap_or_else(|_| "unknown".into());
             let report = gpucheck::run(&opts, &commit)?;
             if let Some(dir) = out {
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-                std::fs::write(
-                    dir.join("report.json"),
-                    serde_json::to_string_pretty(&report)?,
-                )?;
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
                 std::fs::write(
                     dir.join("timings.json"),
                     serde_json::to_string_pretty(&report.timings)?,
@@ -112,6 +123,21 @@ fn main() -> Result<()> {
             println!("{}", report.table());
             if !report.passed() {
                 anyhow::bail!("some GPU checks failed");
+            }
+        }
+        Cmd::BenchDense { n, tile, iters, out } => {
+            let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
+            let tiles = if tile.is_empty() {
+                vec![entkv_abi::DenseTile::default_for(&spec)]
+            } else {
+                tile.iter()
+                    .map(|t| bench::parse_tile(&spec, t))
+                    .collect::<Result<Vec<_>>>()?
+            };
+            let rows = bench::bench_dense(n, &tiles, iters)?;
+            if let Some(p) = out {
+                std::fs::write(&p, serde_json::to_string_pretty(&rows)?)
+                    .with_context(|| format!("writing {}", p.display()))?;
             }
         }
     }

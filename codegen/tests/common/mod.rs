@@ -7,8 +7,7 @@ use entkv_codegen::ptxas::{self, PtxasReport};
 use entkv_codegen::{compile_module, CompiledModule, Target};
 use entkv_dsl::Kernel;
 
-pub const SKIP_MSG: &str =
-    "skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)";
+pub const SKIP_MSG: &str = "skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)";
 
 pub struct Checked {
     pub module: CompiledModule,
@@ -31,18 +30,15 @@ pub fn entry_text<'a>(ptx: &'a str, name: &str) -> &'a str {
         .find(&format!(".entry {name}("))
         .unwrap_or_else(|| panic!("no `.entry {name}(` in PTX:\n{ptx}"));
     let rest = &ptx[start..];
-    let end = rest[1..]
-        .find(".entry ")
-        .map(|e| e + 1)
-        .unwrap_or(rest.len());
+    let end = rest[1..].find(".entry ").map(|e| e + 1).unwrap_or(rest.len());
     &rest[..end]
 }
 
 /// Lines of PTX that are instructions (not comments, directives or labels).
 pub fn instructions(ptx: &str) -> impl Iterator<Item = &str> {
-    ptx.lines().map(str::trim).filter(|l| {
-        !l.is_empty() && !l.starts_with("//") && !l.starts_with('.') && !l.ends_with(':')
-    })
+    ptx.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with('.') && !l.ends_with(':'))
 }
 
 /// Does some instruction start with `prefix` (e.g. `ld.global.nc.v4`)?
@@ -59,10 +55,7 @@ pub fn has_insn(ptx: &str, prefix: &str) -> bool {
 }
 
 pub fn assert_insn(ptx: &str, prefix: &str) {
-    assert!(
-        has_insn(ptx, prefix),
-        "no `{prefix}` instruction in PTX:\n{ptx}"
-    );
+    assert!(has_insn(ptx, prefix), "no `{prefix}` instruction in PTX:\n{ptx}");
 }
 
 pub fn assert_no_insn(ptx: &str, prefix: &str) {
@@ -81,8 +74,8 @@ pub fn ptxas_required() -> bool {
 /// Compile `kernels` into one module and check everything every kernel must satisfy.
 pub fn check(kernels: &[&Kernel]) -> Checked {
     let name = format!("test_{}", kernels[0].name);
-    let module = compile_module(&name, kernels, &Target::default())
-        .unwrap_or_else(|e| panic!("codegen failed: {e}"));
+    let module =
+        compile_module(&name, kernels, &Target::default()).unwrap_or_else(|e| panic!("codegen failed: {e}"));
     let ptx = &module.ptx;
     if std::env::var("ENTKV_DUMP_PTX").is_ok() {
         eprintln!("==== {name} LLVM IR (O3) ====\n{}", module.llvm_ir);
@@ -105,10 +98,7 @@ pub fn check(kernels: &[&Kernel]) -> Checked {
             Some(m) => assert!(e.contains(&format!(".minnctapersm {m}")), "{e}"),
             None => assert!(!e.contains(".minnctapersm"), "{e}"),
         }
-        assert!(
-            ptx.contains(&format!(".visible .entry {}(", k.name)),
-            "{ptx}"
-        );
+        assert!(ptx.contains(&format!(".visible .entry {}(", k.name)), "{ptx}");
     }
 
     let report = match ptxas::find_ptxas() {

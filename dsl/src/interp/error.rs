@@ -111,9 +111,7 @@ pub enum InterpError {
     },
     /// A shuffle or ballot executed by only part of a warp. `loc.thread` is the first inactive
     /// lane of that warp.
-    #[error(
-        "{loc}: {op} in warp {warp} with active lanes {mask:#010x} (all 32 lanes must take part)"
-    )]
+    #[error("{loc}: {op} in warp {warp} with active lanes {mask:#010x} (all 32 lanes must take part)")]
     PartialWarp {
         loc: Box<Location>,
         op: &'static str,

@@ -4,9 +4,7 @@
 //! that list (element `j` of every column belongs to thread `lanes[j]`), with columns taken
 //! from and returned to a pool so the steady state allocates nothing.
 
-use super::error::{
-    fault, render_path, FResult, Fault, InterpError, Location, MemAccess, RaceAccess, Seg,
-};
+use super::error::{fault, render_path, FResult, Fault, InterpError, Location, MemAccess, RaceAccess, Seg};
 use super::ops;
 use super::values::{f32_of, int_value, raw_f32, Arg, HostBuffer};
 use super::{BufferStats, InterpOptions, LaunchDims, RunStats};
@@ -124,13 +122,7 @@ impl Track {
     fn read(&mut self, e: u64, w: u8) -> Result<(), Race> {
         self.check_write(e, w)?;
         self.check_atomics(e, w)?;
-        Self::add(
-            &mut self.r_epoch,
-            &mut self.r_first,
-            &mut self.r_second,
-            e,
-            w,
-        );
+        Self::add(&mut self.r_epoch, &mut self.r_first, &mut self.r_second, e, w);
         Ok(())
     }
 
@@ -148,13 +140,7 @@ impl Track {
     fn atomic(&mut self, e: u64, w: u8) -> Result<(), Race> {
         self.check_write(e, w)?;
         self.check_reads(e, w)?;
-        Self::add(
-            &mut self.a_epoch,
-            &mut self.a_first,
-            &mut self.a_second,
-            e,
-            w,
-        );
+        Self::add(&mut self.a_epoch, &mut self.a_first, &mut self.a_second, e, w);
         Ok(())
     }
 }
@@ -545,10 +531,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 let val = self.eval(value, lanes)?;
                 let a = self.eval(arg, lanes)?;
                 let mut out = self.take(n);
-                for (cv, ca) in val
-                    .chunks_exact(WARP as usize)
-                    .zip(a.chunks_exact(WARP as usize))
-                {
+                for (cv, ca) in val.chunks_exact(WARP as usize).zip(a.chunks_exact(WARP as usize)) {
                     for (lane, &arg) in ca.iter().enumerate() {
                         let lane = lane as u64;
                         // PTX `shfl.sync` uses the low 5 bits of the lane/offset operand
@@ -598,12 +581,10 @@ impl<'k, 'b> Machine<'k, 'b> {
         act: &mut Vec<u32>,
     ) -> FResult<()> {
         let k = self.k;
-        let decl = k.vars.get(var.0 as usize).ok_or_else(|| {
-            fault(
-                InterpError::internal("undeclared loop variable"),
-                lane_at(act, 0),
-            )
-        })?;
+        let decl = k
+            .vars
+            .get(var.0 as usize)
+            .ok_or_else(|| fault(InterpError::internal("undeclared loop variable"), lane_at(act, 0)))?;
         let ty = decl.ty;
         loop {
             let e = self.eval(end, act)?;
@@ -634,8 +615,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 }
             }
             let mut v = self.read_var(var, act)?;
-            ops::binary(BinOp::Add, ty, &mut v, &st)
-                .map_err(|(j, e)| fault(*e, lane_at(act, j)))?;
+            ops::binary(BinOp::Add, ty, &mut v, &st).map_err(|(j, e)| fault(*e, lane_at(act, j)))?;
             self.write_var(var, act, &v)?;
             self.give(v);
             self.give(st);
@@ -938,14 +918,7 @@ impl<'k, 'b> Machine<'k, 'b> {
     }
 
     /// `mem[idx[j] + c] = vals[j]` in thread order (indices already checked).
-    fn store(
-        &mut self,
-        mem: Mem,
-        idx: &[u64],
-        c: usize,
-        lanes: &[u32],
-        vals: &[u64],
-    ) -> FResult<()> {
+    fn store(&mut self, mem: Mem, idx: &[u64], c: usize, lanes: &[u32], vals: &[u64]) -> FResult<()> {
         match mem {
             Mem::Global(p) => {
                 let pi = p.0 as usize;
@@ -993,10 +966,7 @@ impl<'k, 'b> Machine<'k, 'b> {
         vals: &[u64],
         old: &mut Vec<u64>,
     ) -> FResult<()> {
-        let elem = self
-            .k
-            .mem_elem(mem)
-            .ok_or_else(|| self.no_mem(mem, lanes))?;
+        let elem = self.k.mem_elem(mem).ok_or_else(|| self.no_mem(mem, lanes))?;
         match mem {
             Mem::Global(p) => {
                 let pi = p.0 as usize;
@@ -1026,8 +996,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                         break;
                     }
                     if races {
-                        if let Err(r) = sm.track[i].atomic(epoch, (lane_at(lanes, j) / WARP) as u8)
-                        {
+                        if let Err(r) = sm.track[i].atomic(epoch, (lane_at(lanes, j) / WARP) as u8) {
                             bad = Some((j, i, Some(r)));
                             break;
                         }

@@ -150,11 +150,7 @@ impl RunStats {
 }
 
 /// Run `kernel` over the whole grid with default options.
-pub fn run(
-    kernel: &Kernel,
-    dims: LaunchDims,
-    args: &mut [Arg<'_>],
-) -> Result<RunStats, InterpError> {
+pub fn run(kernel: &Kernel, dims: LaunchDims, args: &mut [Arg<'_>]) -> Result<RunStats, InterpError> {
     run_with(kernel, dims, args, &InterpOptions::default())
 }
 
@@ -190,10 +186,7 @@ pub fn check_args(kernel: &Kernel, dims: LaunchDims, args: &[Arg<'_>]) -> Result
     let limits = [i32::MAX as u32, 65535, 65535];
     for (axis, (&g, &lim)) in ["x", "y", "z"].iter().zip(dims.grid.iter().zip(&limits)) {
         if g == 0 || g > lim {
-            return Err(bad(
-                "grid",
-                format!("grid.{axis} = {g} must be in 1..={lim}"),
-            ));
+            return Err(bad("grid", format!("grid.{axis} = {g} must be in 1..={lim}")));
         }
     }
     for (i, p) in kernel.params.iter().enumerate() {
@@ -203,8 +196,9 @@ pub fn check_args(kernel: &Kernel, dims: LaunchDims, args: &[Arg<'_>]) -> Result
                 kernel.params.len(),
                 args.len()
             )),
-            (Some(Arg::Buf(b)), ParamKind::Buffer { elem, .. }) => (b.elem() != *elem)
-                .then(|| format!("buffer of {} passed for a buffer of {elem}", b.elem())),
+            (Some(Arg::Buf(b)), ParamKind::Buffer { elem, .. }) => {
+                (b.elem() != *elem).then(|| format!("buffer of {} passed for a buffer of {elem}", b.elem()))
+            }
             (Some(Arg::Scalar(v)), ParamKind::Scalar(t)) => {
                 (v.ty() != *t).then(|| format!("scalar {} passed for a scalar {t}", v.ty()))
             }

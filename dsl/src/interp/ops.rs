@@ -493,10 +493,7 @@ mod tests {
         assert_eq!(cast_one(Bool, F32, 1), raw_f32(1.0));
         assert_eq!(cast_one(U64, F32, u64::MAX), raw_f32(u64::MAX as f32));
         // Rounding through f64 for 64-bit ints to f16 is a single rounding in range.
-        assert_eq!(
-            cast_one(I64, F16, 2049),
-            f16::from_f32(2049.0).to_bits() as u64
-        );
+        assert_eq!(cast_one(I64, F16, 2049), f16::from_f32(2049.0).to_bits() as u64);
         // Vector and scalar paths agree on every pair of types.
         let tys = [Bool, I32, U32, I64, U64, F16, BF16, F32];
         let samples: [u64; 6] = [0, 1, 0x8000_0000, 0xffff_ffff, 0x3c00, u64::MAX];

@@ -1,0 +1,116 @@
+//! `entkv bench-dense`: time the dense decode's two kernels separately for a list of tile
+//! configs on one device-generated `paper`-shape cache, checking every variant's output against
+//! the first variant's.
+
+use crate::device::{device_fill, time_ms, DenseBuffers, DevTensor, Kernels, SEED_K, SEED_V};
+use crate::record::summarize;
+use anyhow::{bail, Result};
+use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
+use entkv_kernels::check::{DataKind, DenseCase};
+use entkv_kernels::data::{normal, Tensor};
+use entkv_runtime::Gpu;
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct VariantTiming {
+    pub tile: String,
+    pub score_ms: f64,
+    pub finish_ms: f64,
+    pub step_ms: f64,
+    pub candidates_per_head: f64,
+    /// Max |τ − τ_first| over heads (0 for the first variant).
+    pub tau_diff: f64,
+    pub out_diff: f64,
+}
+
+/// Parse `threads,lanes,tokens,newton,min_blocks,finish_threads,capacity` into a tile.
+pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
+    let v: Vec<u32> = s.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
+    if v.len() != 7 {
+        bail!("tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,finish_threads,capacity");
+    }
+    let t = DenseTile {
+        threads: v[0],
+        lanes_per_token: v[1],
+        tokens_per_group: v[2],
+        newton_steps: v[3],
+        score_min_blocks: v[4],
+        finish_threads: v[5],
+        finish_capacity: v[6],
+    };
+    t.check(spec)?;
+    Ok(t)
+}
+
+pub fn bench_dense(n: u64, tiles: &[DenseTile], iters: usize) -> Result<Vec<VariantTiming>> {
+    let gpu = Gpu::open(0)?;
+    let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
+    let shape = DenseShape {
+        batch: 8,
+        kv_heads: 24,
+        n,
+    };
+    let mut kernels = Kernels::new(&gpu);
+    let d = spec.head_dim as u64;
+    let kv_len = shape.batch as u64 * shape.kv_heads as u64 * n * d;
+    let heads = (shape.batch * shape.q_heads(&spec)) as usize;
+    let q = Tensor::from_f64(spec.q_dtype, &normal(2026, heads * d as usize));
+    let k = DevTensor::alloc(&gpu, spec.kv_dtype, kv_len as usize)?;
+    let v = DevTensor::alloc(&gpu, spec.kv_dtype, kv_len as usize)?;
+    device_fill(&gpu, &mut kernels, &k, spec.kv_dtype, kv_len, SEED_K)?;
+    device_fill(&gpu, &mut kernels, &v, spec.kv_dtype, kv_len, SEED_V)?;
+    let (mut k, mut v) = (Some(k), Some(v));
+    let mut first: Option<(Vec<f64>, Vec<f64>)> = None;
+    let mut rows = Vec::new();
+    for tile in tiles {
+        let case = DenseCase {
+            spec,
+            tile: *tile,
+            shape,
+            seed: 2026,
+            data: DataKind::Normal,
+        };
+        let bufs = DenseBuffers::new(
+            &gpu,
+            &case,
+            DevTensor::upload(&gpu, &q)?,
+            k.take().unwrap(),
+            v.take().unwrap(),
+        )?;
+        let fns = kernels.dense(&spec, tile)?;
+        let score = time_ms(&gpu, 3, iters, |s| bufs.launch_score(fns, &case, s))?;
+        let finish = time_ms(&gpu, 3, iters, |s| bufs.launch_finish(fns, &case, s))?;
+        let step = time_ms(&gpu, 3, iters, |s| bufs.launch(fns, &case, s))?;
+        gpu.synchronize()?;
+        let out = bufs.outputs(&case)?;
+        let cand: i64 = bufs.cand_count.to_host()?.iter().map(|&c| c as i64).sum();
+        let (tau_diff, out_diff) = match &first {
+            None => {
+                first = Some((out.tau.clone(), out.out.clone()));
+                (0.0, 0.0)
+            }
+            Some((t0, o0)) => (max_diff(t0, &out.tau), max_diff(o0, &out.out)),
+        };
+        let row = VariantTiming {
+            tile: tile.tag(),
+            score_ms: summarize(&score).0,
+            finish_ms: summarize(&finish).0,
+            step_ms: summarize(&step).0,
+            candidates_per_head: cand as f64 / heads as f64,
+            tau_diff,
+            out_diff,
+        };
+        println!(
+            "{:<40} score {:>7.3} ms  finish {:>7.3} ms  step {:>7.3} ms  cand/head {:>8.1}  Δτ {:.1e} Δo {:.1e}",
+            row.tile, row.score_ms, row.finish_ms, row.step_ms, row.candidates_per_head, row.tau_diff, row.out_diff
+        );
+        rows.push(row);
+        k = Some(bufs.k);
+        v = Some(bufs.v);
+    }
+    Ok(rows)
+}
+
+fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}

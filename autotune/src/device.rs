@@ -1,0 +1,265 @@
+//! Device-side plumbing shared by `gpu-check` and `bench`: kernels compiled and loaded on
+//! demand, device tensors, the buffers of one dense decode call, and the device data generator.
+
+use anyhow::Result;
+use entkv_abi::{
+    dense_entry_names, dense_finish_geometry, dense_score_geometry, DType, DecodeSpec, DenseTile,
+    LaunchGeometry,
+};
+use entkv_codegen::{compile_module, Target};
+use entkv_kernels::check::{DenseCase, DenseOutputs};
+use entkv_kernels::data::Tensor;
+use entkv_kernels::fill::fill_kernel;
+use entkv_runtime::{launch, DeviceBuffer, Function, Gpu, GpuTimer, KernelArg, Module, RawStream};
+use std::collections::HashMap;
+
+/// Loaded dense decode kernels for one (spec, tile).
+pub struct DenseFns {
+    _module: Module,
+    pub score: Function,
+    pub finish: Function,
+}
+
+/// Compiles and loads kernels on demand, once per entry.
+pub struct Kernels<'g> {
+    gpu: &'g Gpu,
+    pub dense: HashMap<String, DenseFns>,
+    fill: HashMap<DType, (Module, Function)>,
+}
+
+impl<'g> Kernels<'g> {
+    pub fn new(gpu: &'g Gpu) -> Self {
+        Kernels {
+            gpu,
+            dense: HashMap::new(),
+            fill: HashMap::new(),
+        }
+    }
+
+    pub fn dense(&mut self, spec: &DecodeSpec, tile: &DenseTile) -> Result<&DenseFns> {
+        let (score_name, finish_name) = dense_entry_names(spec, tile);
+        if !self.dense.contains_key(&score_name) {
+            let m = entkv_kernels::dense_module(spec, tile)?;
+            let kernels: Vec<&entkv_dsl::Kernel> = m.kernels.iter().collect();
+            let compiled = compile_module(m.name, &kernels, &Target::default())?;
+            let module = self.gpu.load_module(&compiled.ptx)?;
+            let fns = DenseFns {
+                score: module.function(&score_name)?,
+                finish: module.function(&finish_name)?,
+                _module: module,
+            };
+            self.dense.insert(score_name.clone(), fns);
+        }
+        Ok(&self.dense[&score_name])
+    }
+
+    pub fn fill(&mut self, dtype: DType) -> Result<&Function> {
+        if !self.fill.contains_key(&dtype) {
+            let k = fill_kernel(dtype)?;
+            let compiled = compile_module("fill", &[&k], &Target::default())?;
+            let module = self.gpu.load_module(&compiled.ptx)?;
+            let f = module.function(&k.name)?;
+            self.fill.insert(dtype, (module, f));
+        }
+        Ok(&self.fill[&dtype].1)
+    }
+}
+
+/// Storage of a tensor on the device (16-bit types as raw bits).
+pub enum DevTensor {
+    Half(DeviceBuffer<u16>),
+    Single(DeviceBuffer<f32>),
+}
+
+impl DevTensor {
+    pub fn upload(gpu: &Gpu, t: &Tensor) -> Result<DevTensor> {
+        Ok(match t.dtype {
+            DType::F16 | DType::BF16 => {
+                let bits: Vec<u16> = t.bits.iter().map(|&b| b as u16).collect();
+                DevTensor::Half(DeviceBuffer::from_host(gpu, &bits)?)
+            }
+            DType::F32 => DevTensor::Single(DeviceBuffer::from_host(gpu, &t.to_f32())?),
+        })
+    }
+    pub fn alloc(gpu: &Gpu, dtype: DType, len: usize) -> Result<DevTensor> {
+        Ok(match dtype {
+            DType::F16 | DType::BF16 => DevTensor::Half(DeviceBuffer::alloc_zeros(gpu, len)?),
+            DType::F32 => DevTensor::Single(DeviceBuffer::alloc_zeros(gpu, len)?),
+        })
+    }
+    pub fn arg(&self) -> KernelArg {
+        match self {
+            DevTensor::Half(b) => b.arg(),
+            DevTensor::Single(b) => b.arg(),
+        }
+    }
+    pub fn poison(&mut self) -> Result<()> {
+        match self {
+            DevTensor::Half(b) => b.fill_bytes(0xff)?,
+            DevTensor::Single(b) => b.fill_bytes(0xff)?,
+        }
+        Ok(())
+    }
+    pub fn to_f64(&self, dtype: DType) -> Result<Vec<f64>> {
+        Ok(match self {
+            DevTensor::Half(b) => b
+                .to_host()?
+                .into_iter()
+                .map(|x| match dtype {
+                    DType::BF16 => half::bf16::from_bits(x).to_f64(),
+                    _ => half::f16::from_bits(x).to_f64(),
+                })
+                .collect(),
+            DevTensor::Single(b) => b.to_host()?.into_iter().map(|x| x as f64).collect(),
+        })
+    }
+}
+
+/// Device buffers of one dense decode call.
+pub struct DenseBuffers {
+    pub q: DevTensor,
+    pub k: DevTensor,
+    pub v: DevTensor,
+    pub cand_z: DeviceBuffer<f32>,
+    pub cand_idx: DeviceBuffer<i32>,
+    pub cand_count: DeviceBuffer<i32>,
+    pub cand_lb: DeviceBuffer<f32>,
+    pub out: DevTensor,
+    pub tau: DeviceBuffer<f32>,
+    pub support: DeviceBuffer<i32>,
+    pub splits: u32,
+}
+
+impl DenseBuffers {
+    pub fn new(gpu: &Gpu, case: &DenseCase, q: DevTensor, k: DevTensor, v: DevTensor) -> Result<Self> {
+        let ws = case.workspace();
+        let heads = case.shape.batch as usize * case.q_heads();
+        let d = case.spec.head_dim as usize;
+        let mut b = DenseBuffers {
+            q,
+            k,
+            v,
+            cand_z: DeviceBuffer::alloc_zeros(gpu, ws.cand_elems as usize)?,
+            cand_idx: DeviceBuffer::alloc_zeros(gpu, ws.cand_elems as usize)?,
+            cand_count: DeviceBuffer::alloc_zeros(gpu, ws.split_elems as usize)?,
+            cand_lb: DeviceBuffer::alloc_zeros(gpu, ws.split_elems as usize)?,
+            out: DevTensor::alloc(gpu, case.spec.out_dtype, heads * d)?,
+            tau: DeviceBuffer::alloc_zeros(gpu, heads)?,
+            support: DeviceBuffer::alloc_zeros(gpu, heads)?,
+            splits: ws.splits,
+        };
+        b.poison()?;
+        Ok(b)
+    }
+
+    /// NaN / −1 everywhere a kernel writes, so unwritten outputs cannot pass.
+    pub fn poison(&mut self) -> Result<()> {
+        self.cand_z.fill_bytes(0xff)?;
+        self.cand_idx.fill_bytes(0xff)?;
+        self.cand_count.fill_bytes(0xff)?;
+        self.cand_lb.fill_bytes(0xff)?;
+        self.out.poison()?;
+        self.tau.fill_bytes(0xff)?;
+        self.support.fill_bytes(0xff)?;
+        Ok(())
+    }
+
+    /// Launch one decode step (both kernels) on `stream`.
+    pub fn launch(&self, fns: &DenseFns, case: &DenseCase, stream: RawStream) -> Result<()> {
+        self.launch_score(fns, case, stream)?;
+        self.launch_finish(fns, case, stream)
+    }
+
+    pub fn launch_score(&self, fns: &DenseFns, case: &DenseCase, stream: RawStream) -> Result<()> {
+        let args = [
+            self.q.arg(),
+            self.k.arg(),
+            self.cand_z.arg(),
+            self.cand_idx.arg(),
+            self.cand_count.arg(),
+            self.cand_lb.arg(),
+            KernelArg::I64(case.shape.n as i64),
+        ];
+        let g = dense_score_geometry(&case.tile, &case.shape);
+        // SAFETY: argument order and types follow `entkv_abi::dense_score_signature`; every
+        // buffer was sized from this case's shape and workspace and outlives the launch
+        // (callers synchronise before dropping).
+        unsafe { launch(&fns.score, &g, stream, &args)? };
+        Ok(())
+    }
+
+    pub fn launch_finish(&self, fns: &DenseFns, case: &DenseCase, stream: RawStream) -> Result<()> {
+        let args = [
+            self.cand_z.arg(),
+            self.cand_idx.arg(),
+            self.cand_count.arg(),
+            self.cand_lb.arg(),
+            self.v.arg(),
+            self.out.arg(),
+            self.tau.arg(),
+            self.support.arg(),
+            KernelArg::I32(self.splits as i32),
+            KernelArg::I64(case.shape.n as i64),
+        ];
+        let g = dense_finish_geometry(&case.spec, &case.tile, &case.shape);
+        // SAFETY: as for `launch_score`, following `entkv_abi::dense_finish_signature`.
+        unsafe { launch(&fns.finish, &g, stream, &args)? };
+        Ok(())
+    }
+
+    pub fn outputs(&self, case: &DenseCase) -> Result<DenseOutputs> {
+        Ok(DenseOutputs {
+            out: self.out.to_f64(case.spec.out_dtype)?,
+            tau: self.tau.to_host()?.into_iter().map(|x| x as f64).collect(),
+            support: self.support.to_host()?.into_iter().map(|x| x as i64).collect(),
+        })
+    }
+}
+
+pub const SEED_K: u32 = 0x1234_5678;
+pub const SEED_V: u32 = 0x0bad_cafe;
+
+/// Fill `buf` (`len` elements of `dtype`) on the device with the counter-based generator.
+pub fn device_fill(
+    gpu: &Gpu,
+    kernels: &mut Kernels,
+    buf: &DevTensor,
+    dtype: DType,
+    len: u64,
+    seed: u32,
+) -> Result<()> {
+    let f = kernels.fill(dtype)?;
+    let geom = LaunchGeometry::linear(gpu.info().sm_count * 16, entkv_kernels::fill::FILL_THREADS);
+    let args = [
+        buf.arg(),
+        KernelArg::I64(len as i64),
+        KernelArg::U32(seed),
+        KernelArg::F32(1.0),
+    ];
+    // SAFETY: `fill_normal(out, len, seed, scale)` writes exactly `len` elements of `buf`.
+    unsafe { launch(f, &geom, gpu.stream_raw(), &args)? };
+    Ok(())
+}
+
+/// CUDA-event times (ms) of `iters` runs of `f` on the Gpu's stream, after `warmup` runs.
+pub fn time_ms(
+    gpu: &Gpu,
+    warmup: usize,
+    iters: usize,
+    mut f: impl FnMut(RawStream) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let stream = gpu.stream_raw();
+    for _ in 0..warmup {
+        f(stream)?;
+    }
+    let mut timer = GpuTimer::new(gpu)?;
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        // SAFETY: `stream` is the Gpu's own live stream.
+        unsafe { timer.record_start(stream)? };
+        f(stream)?;
+        unsafe { timer.record_end(stream)? };
+        times.push(timer.elapsed_ms()? as f64);
+    }
+    Ok(times)
+}
