@@ -1,19 +1,24 @@
-//! The dense (full-cache) entmax decode: two kernels, their tile configuration, launch geometry
-//! and workspace.
+//! The dense (full-cache) entmax decode: two kernels, their tile configuration, the per-call
+//! plan, launch geometry and workspace.
 //!
-//! 1. `decode_dense_score`, grid (splits, kv heads, batch): each CTA scores one split of
-//!    `split_len` tokens for every query head of a GQA group (K read once per group), finds a
-//!    rigorous lower bound on its split's entmax threshold (Newton from `max − 1`, which never
-//!    overshoots), and writes the split's candidates — tokens whose score clears the bound — to
-//!    the workspace. Any token in the global support is a candidate of its split, because the
-//!    threshold of a subset never exceeds the threshold of the whole (spec §1, issue #3 fact a).
-//! 2. `decode_dense_finish`, grid (query heads, batch): gathers a head's candidates, solves the
-//!    exact threshold τ over them (closed forms for α = 2 and 3/2 once the active set settles,
-//!    bracketed Newton otherwise), and writes `o = Σ p_j v_j / Σ p_j`, τ and the support size.
+//! 1. `decode_dense_score`, grid (splits, kv heads, batch): each CTA streams one split of the
+//!    sequence in chunks of `chunk_len` tokens, scoring every query head of its GQA group (K is
+//!    read once per group). It keeps a running lower bound `lo` on the threshold of the tokens
+//!    seen so far (`max − 1`, then Newton steps, which never overshoot) and the *candidates*
+//!    above it in its workspace segment, pruning them as the bound rises. Every token of the
+//!    global support is a candidate of its split, because the threshold of a subset never
+//!    exceeds the threshold of the whole (spec §1, issue #3 fact a).
+//! 2. `decode_dense_finish`, grid (query heads, batch): reads a head's candidates (staged in
+//!    shared memory when they fit), solves the exact threshold τ over them (closed forms for
+//!    α = 2 and 3/2 once the active set settles, bracketed Newton otherwise), and writes
+//!    `o = Σ p_j v_j / Σ p_j`, τ and the support size.
 
 use crate::geometry::{ceil_div, LaunchGeometry};
 use crate::spec::{DecodeSpec, SpecError};
 use serde::{Deserialize, Serialize};
+
+/// Most splits one head may have (the finish pass keeps their offsets in shared memory).
+pub const MAX_SPLITS: u32 = 1024;
 
 /// Tile configuration of the dense decode (the autotuner searches these).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,42 +27,45 @@ pub struct DenseTile {
     pub threads: u32,
     /// Lanes that share one token's dot product (each loads `head_dim / lanes_per_token` dims).
     pub lanes_per_token: u32,
-    /// Tokens each lane group scores per CTA (held in registers).
+    /// Tokens each lane group scores per chunk (held in registers).
     pub tokens_per_group: u32,
-    /// Newton steps of the per-split threshold bound (0 = use `max − 1`).
+    /// Newton steps on the running threshold bound after a chunk adds candidates.
     pub newton_steps: u32,
     /// Occupancy hint for the score pass (`.minnctapersm`; 0 = none). Without a hint ptxas
     /// may cap registers for occupancy and spill the per-head registers of large GQA groups.
     pub score_min_blocks: u32,
+    /// Score CTAs per SM the plan aims for, times four waves (see [`dense_plan`]).
+    pub ctas_per_sm: u32,
     /// Threads per CTA of the finish pass.
     pub finish_threads: u32,
-    /// Candidates the finish pass stages in shared memory; more fall back to global memory.
+    /// Candidates the finish pass stages in shared memory; more are read from the workspace.
     pub finish_capacity: u32,
 }
 
 impl DenseTile {
     pub fn default_for(spec: &DecodeSpec) -> DenseTile {
-        // 16-byte loads: 8 half-precision values per lane.
-        let lanes_per_token = (spec.head_dim * spec.kv_dtype.size_bytes() / 16).max(1);
-        let tokens_per_group = match spec.group {
-            1 => 16,
-            2 => 8,
-            3 | 4 => 4,
-            _ => 2,
-        };
+        // One lane per token (four independent 16-byte loads per row, no shuffles) measured
+        // fastest on the H200 for d = 32 (results/2026-11-29-dense-variants). Larger heads and
+        // GQA groups split the row over more lanes so the group's q slices (d·G/lanes floats)
+        // stay near 32 registers, keeping at least 8 dimensions (one 16-byte f16 load) a lane.
+        let lanes_per_token = (spec.head_dim * spec.group / 32)
+            .next_power_of_two()
+            .clamp(1, (spec.head_dim / 8).max(1));
         DenseTile {
             threads: 256,
             lanes_per_token,
-            tokens_per_group,
-            newton_steps: 3,
-            score_min_blocks: if spec.group >= 4 { 2 } else { 0 },
+            tokens_per_group: (16 / spec.group).max(2),
+            newton_steps: 2,
+            // ptxas caps this one at 80 registers and spills without a floor.
+            score_min_blocks: if spec.group == 3 { 2 } else { 0 },
+            ctas_per_sm: 3,
             finish_threads: 256,
             finish_capacity: 4096,
         }
     }
 
-    /// Tokens one score CTA covers.
-    pub fn split_len(&self) -> u32 {
+    /// Tokens one score CTA covers per chunk.
+    pub fn chunk_len(&self) -> u32 {
         self.threads / self.lanes_per_token * self.tokens_per_group
     }
 
@@ -66,15 +74,16 @@ impl DenseTile {
         (spec.head_dim * spec.kv_dtype.size_bytes() / 16).max(1)
     }
 
-    /// `t256_l4_r16_n3_m0_f256_c4096`.
+    /// `t256_l1_r16_n2_m0_c3_f256_s4096`.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_f{}_c{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
             self.newton_steps,
             self.score_min_blocks,
+            self.ctas_per_sm,
             self.finish_threads,
             self.finish_capacity
         )
@@ -90,6 +99,12 @@ impl DenseTile {
                 return Err(bad(format!("{name} = {t} must be a multiple of 32 in 32..=1024")));
             }
         }
+        if self.finish_threads < spec.head_dim {
+            return Err(bad(format!(
+                "finish_threads = {} must be at least head_dim = {}",
+                self.finish_threads, spec.head_dim
+            )));
+        }
         let l = self.lanes_per_token;
         if !l.is_power_of_two() || l > 32 || spec.head_dim % l != 0 {
             return Err(bad(format!(
@@ -97,10 +112,11 @@ impl DenseTile {
                 spec.head_dim
             )));
         }
-        let dims = spec.head_dim / l;
-        let elem = spec.kv_dtype.size_bytes();
-        if dims * elem > 16 * 16 {
-            return Err(bad(format!("{dims} dims per lane is too many registers")));
+        if spec.head_dim / l * spec.kv_dtype.size_bytes() > 256 {
+            return Err(bad(format!(
+                "{} dims per lane is too many registers",
+                spec.head_dim / l
+            )));
         }
         if self.tokens_per_group == 0 || self.tokens_per_group * spec.group > 64 {
             return Err(bad(format!(
@@ -108,13 +124,12 @@ impl DenseTile {
                 self.tokens_per_group * spec.group
             )));
         }
-        if self.score_min_blocks > 32 {
-            return Err(bad("score_min_blocks must be ≤ 32".into()));
+        if self.newton_steps > 16 || self.score_min_blocks > 32 || !(1..=32).contains(&self.ctas_per_sm) {
+            return Err(bad(
+                "newton_steps ≤ 16, score_min_blocks ≤ 32 and ctas_per_sm in 1..=32".into(),
+            ));
         }
-        if self.newton_steps > 16 {
-            return Err(bad("newton_steps must be ≤ 16".into()));
-        }
-        if self.finish_capacity < 32 || self.finish_capacity > 4096 {
+        if !(32..=4096).contains(&self.finish_capacity) {
             return Err(bad("finish_capacity must be in 32..=4096".into()));
         }
         Ok(())
@@ -135,10 +150,55 @@ impl DenseShape {
     }
 }
 
+/// How one call is cut into splits: decided on the host from the shape and the GPU size, passed
+/// to both kernels as arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DensePlan {
+    pub chunks_per_split: u32,
+    pub splits: u32,
+    /// `chunks_per_split × chunk_len` tokens.
+    pub split_len: u64,
+}
+
+/// Choose the split length: as long as possible (long splits have tight threshold bounds, so
+/// few candidates) while still launching about four waves of `ctas_per_sm` CTAs per SM, and
+/// never more than [`MAX_SPLITS`] splits.
+pub fn dense_plan(tile: &DenseTile, shape: &DenseShape, sm_count: u32) -> Result<DensePlan, SpecError> {
+    if shape.n == 0 || shape.batch == 0 || shape.kv_heads == 0 {
+        return Err(SpecError::BadShape(format!(
+            "batch, kv_heads and n must be positive (got {}, {}, {})",
+            shape.batch, shape.kv_heads, shape.n
+        )));
+    }
+    if shape.n > i32::MAX as u64 {
+        return Err(SpecError::BadShape(format!(
+            "context length {} exceeds 2^31 − 1 tokens",
+            shape.n
+        )));
+    }
+    if shape.kv_heads > 65_535 || shape.batch > 65_535 {
+        return Err(SpecError::BadShape(
+            "batch and kv_heads must be ≤ 65535 (grid limits)".into(),
+        ));
+    }
+    let chunk = tile.chunk_len() as u64;
+    let chunks = ceil_div(shape.n, chunk);
+    let groups = shape.batch as u64 * shape.kv_heads as u64;
+    let target = (sm_count.max(1) as u64) * tile.ctas_per_sm as u64 * 4;
+    let by_fill = ceil_div(chunks * groups, target);
+    let by_limit = ceil_div(chunks, MAX_SPLITS as u64);
+    let chunks_per_split = by_fill.max(by_limit).clamp(1, chunks);
+    let splits = ceil_div(chunks, chunks_per_split);
+    Ok(DensePlan {
+        chunks_per_split: chunks_per_split as u32,
+        splits: splits as u32,
+        split_len: chunks_per_split * chunk,
+    })
+}
+
 /// Element counts of the workspace buffers the two kernels share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DenseWorkspace {
-    pub splits: u32,
     /// `cand_z` (f32) and `cand_idx` (i32): `[batch, q_heads, splits, split_len]`.
     pub cand_elems: u64,
     /// `cand_count` (i32) and `cand_lb` (f32): `[batch, q_heads, splits]`.
@@ -151,23 +211,17 @@ impl DenseWorkspace {
     }
 }
 
-pub fn dense_workspace(spec: &DecodeSpec, tile: &DenseTile, shape: &DenseShape) -> DenseWorkspace {
-    let splits = dense_splits(tile, shape.n);
+pub fn dense_workspace(spec: &DecodeSpec, shape: &DenseShape, plan: &DensePlan) -> DenseWorkspace {
     let heads = shape.batch as u64 * shape.q_heads(spec) as u64;
     DenseWorkspace {
-        splits,
-        cand_elems: heads * splits as u64 * tile.split_len() as u64,
-        split_elems: heads * splits as u64,
+        cand_elems: heads * plan.splits as u64 * plan.split_len,
+        split_elems: heads * plan.splits as u64,
     }
 }
 
-pub fn dense_splits(tile: &DenseTile, n: u64) -> u32 {
-    ceil_div(n.max(1), tile.split_len() as u64) as u32
-}
-
-pub fn dense_score_geometry(tile: &DenseTile, shape: &DenseShape) -> LaunchGeometry {
+pub fn dense_score_geometry(tile: &DenseTile, shape: &DenseShape, plan: &DensePlan) -> LaunchGeometry {
     LaunchGeometry {
-        grid: [dense_splits(tile, shape.n), shape.kv_heads, shape.batch],
+        grid: [plan.splits, shape.kv_heads, shape.batch],
         block: tile.threads,
         shared_bytes: 0,
     }
@@ -188,4 +242,81 @@ pub fn dense_entry_names(spec: &DecodeSpec, tile: &DenseTile) -> (String, String
         format!("decode_dense_score__{suffix}"),
         format!("decode_dense_finish__{suffix}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DType;
+
+    #[test]
+    fn plan_fills_the_gpu_and_bounds_splits() {
+        let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+        let tile = DenseTile::default_for(&spec);
+        let chunk = tile.chunk_len() as u64;
+        for (n, batch, heads) in [
+            (1u64, 1, 1),
+            (32_768, 8, 24),
+            (1 << 20, 8, 24),
+            (1 << 20, 1, 1),
+            (3_000_001, 1, 2),
+        ] {
+            let shape = DenseShape {
+                batch,
+                kv_heads: heads,
+                n,
+            };
+            let p = dense_plan(&tile, &shape, 132).unwrap();
+            assert!(p.splits >= 1 && p.splits <= MAX_SPLITS, "{p:?}");
+            assert!(p.splits as u64 * p.split_len >= n, "covers the sequence: {p:?}");
+            assert!((p.splits as u64 - 1) * p.split_len < n, "no empty split: {p:?}");
+            assert_eq!(p.split_len, p.chunks_per_split as u64 * chunk);
+        }
+        // The paper shape at 1M: long splits, about four waves.
+        let p = dense_plan(
+            &tile,
+            &DenseShape {
+                batch: 8,
+                kv_heads: 24,
+                n: 1 << 20,
+            },
+            132,
+        )
+        .unwrap();
+        let ctas = p.splits as u64 * 8 * 24;
+        assert!((1000..=3000).contains(&ctas), "{p:?}: {ctas} CTAs");
+    }
+
+    #[test]
+    fn plan_rejects_bad_shapes() {
+        let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+        let tile = DenseTile::default_for(&spec);
+        for shape in [
+            DenseShape {
+                batch: 0,
+                kv_heads: 1,
+                n: 10,
+            },
+            DenseShape {
+                batch: 1,
+                kv_heads: 1,
+                n: 0,
+            },
+            DenseShape {
+                batch: 1,
+                kv_heads: 1,
+                n: 1 << 31,
+            },
+            DenseShape {
+                batch: 70_000,
+                kv_heads: 1,
+                n: 10,
+            },
+        ] {
+            assert!(
+                matches!(dense_plan(&tile, &shape, 132), Err(SpecError::BadShape(_))),
+                "{shape:?}"
+            );
+        }
+    }
 }

@@ -16,6 +16,8 @@ pub enum SpecError {
     BadGroup(u32),
     #[error("unsupported dtype `{0}` (supported: f16, bf16, f32)")]
     BadDType(String),
+    #[error("bad shape: {0}")]
+    BadShape(String),
     #[error("invalid tile config for {kernel}: {reason}")]
     BadTile { kernel: &'static str, reason: String },
 }

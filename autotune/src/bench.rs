@@ -18,16 +18,20 @@ pub struct VariantTiming {
     pub finish_ms: f64,
     pub step_ms: f64,
     pub candidates_per_head: f64,
+    pub splits: u32,
+    pub chunks_per_split: u32,
     /// Max |τ − τ_first| over heads (0 for the first variant).
     pub tau_diff: f64,
     pub out_diff: f64,
 }
 
-/// Parse `threads,lanes,tokens,newton,min_blocks,finish_threads,capacity` into a tile.
+/// Parse `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`.
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
     let v: Vec<u32> = s.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
-    if v.len() != 7 {
-        bail!("tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,finish_threads,capacity");
+    if v.len() != 8 {
+        bail!(
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity"
+        );
     }
     let t = DenseTile {
         threads: v[0],
@@ -35,8 +39,9 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         tokens_per_group: v[2],
         newton_steps: v[3],
         score_min_blocks: v[4],
-        finish_threads: v[5],
-        finish_capacity: v[6],
+        ctas_per_sm: v[5],
+        finish_threads: v[6],
+        finish_capacity: v[7],
     };
     t.check(spec)?;
     Ok(t)
@@ -69,6 +74,7 @@ pub fn bench_dense(n: u64, tiles: &[DenseTile], iters: usize) -> Result<Vec<Vari
             shape,
             seed: 2026,
             data: DataKind::Normal,
+            sm_count: gpu.info().sm_count,
         };
         let bufs = DenseBuffers::new(
             &gpu,
@@ -97,12 +103,22 @@ pub fn bench_dense(n: u64, tiles: &[DenseTile], iters: usize) -> Result<Vec<Vari
             finish_ms: summarize(&finish).0,
             step_ms: summarize(&step).0,
             candidates_per_head: cand as f64 / heads as f64,
+            splits: bufs.plan.splits,
+            chunks_per_split: bufs.plan.chunks_per_split,
             tau_diff,
             out_diff,
         };
         println!(
-            "{:<40} score {:>7.3} ms  finish {:>7.3} ms  step {:>7.3} ms  cand/head {:>8.1}  Δτ {:.1e} Δo {:.1e}",
-            row.tile, row.score_ms, row.finish_ms, row.step_ms, row.candidates_per_head, row.tau_diff, row.out_diff
+            "{:<40} {:>4}x{:<3} score {:>7.3} ms  finish {:>7.3} ms  step {:>7.3} ms  cand/head {:>8.1}  Δτ {:.1e} Δo {:.1e}",
+            row.tile,
+            row.splits,
+            row.chunks_per_split,
+            row.score_ms,
+            row.finish_ms,
+            row.step_ms,
+            row.candidates_per_head,
+            row.tau_diff,
+            row.out_diff
         );
         rows.push(row);
         k = Some(bufs.k);

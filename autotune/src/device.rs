@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use entkv_abi::{
-    dense_entry_names, dense_finish_geometry, dense_score_geometry, DType, DecodeSpec, DenseTile,
+    dense_entry_names, dense_finish_geometry, dense_score_geometry, DType, DecodeSpec, DensePlan, DenseTile,
     LaunchGeometry,
 };
 use entkv_codegen::{compile_module, Target};
@@ -127,12 +127,13 @@ pub struct DenseBuffers {
     pub out: DevTensor,
     pub tau: DeviceBuffer<f32>,
     pub support: DeviceBuffer<i32>,
-    pub splits: u32,
+    pub plan: DensePlan,
 }
 
 impl DenseBuffers {
     pub fn new(gpu: &Gpu, case: &DenseCase, q: DevTensor, k: DevTensor, v: DevTensor) -> Result<Self> {
-        let ws = case.workspace();
+        let plan = case.plan()?;
+        let ws = case.workspace(&plan);
         let heads = case.shape.batch as usize * case.q_heads();
         let d = case.spec.head_dim as usize;
         let mut b = DenseBuffers {
@@ -146,7 +147,7 @@ impl DenseBuffers {
             out: DevTensor::alloc(gpu, case.spec.out_dtype, heads * d)?,
             tau: DeviceBuffer::alloc_zeros(gpu, heads)?,
             support: DeviceBuffer::alloc_zeros(gpu, heads)?,
-            splits: ws.splits,
+            plan,
         };
         b.poison()?;
         Ok(b)
@@ -179,8 +180,9 @@ impl DenseBuffers {
             self.cand_count.arg(),
             self.cand_lb.arg(),
             KernelArg::I64(case.shape.n as i64),
+            KernelArg::I32(self.plan.chunks_per_split as i32),
         ];
-        let g = dense_score_geometry(&case.tile, &case.shape);
+        let g = dense_score_geometry(&case.tile, &case.shape, &self.plan);
         // SAFETY: argument order and types follow `entkv_abi::dense_score_signature`; every
         // buffer was sized from this case's shape and workspace and outlives the launch
         // (callers synchronise before dropping).
@@ -198,7 +200,8 @@ impl DenseBuffers {
             self.out.arg(),
             self.tau.arg(),
             self.support.arg(),
-            KernelArg::I32(self.splits as i32),
+            KernelArg::I32(self.plan.splits as i32),
+            KernelArg::I64(self.plan.split_len as i64),
             KernelArg::I64(case.shape.n as i64),
         ];
         let g = dense_finish_geometry(&case.spec, &case.tile, &case.shape);

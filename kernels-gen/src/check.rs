@@ -8,14 +8,16 @@
 //!   |τ − τ_ref| ≤ 1e-5·(1 + |τ|).
 //! - A weight `p = (z − τ)^β` then has an absolute error ≲ β·|z − τ|^(β−1)·(|δz| + |δτ|) ≲ 4e-6,
 //!   and `o = Σ p v / Σ p` sums a few dozen such terms against |v| ≈ √d: a relative output error
-//!   of a few 1e-5 in the worst aligned case, ~1e-6 typically. We require ≤ 1e-4.
+//!   of a few 1e-5 in the worst aligned case, ~1e-6 typically. We require ≤ 1e-4 for scores of
+//!   unit scale. f32 rounding of `z` is relative to |z|, so for a head whose support scores reach
+//!   |z| = Z the allowance is 1e-4·max(1, Z/8) (the `Extreme` data, keys ×300, reach Z ≈ 300).
 //! - The support may differ only by tokens whose reference score is within the τ tolerance of
 //!   τ (their weight is below 1e-10 either way).
 //! - Any NaN or infinity in an output fails.
 
 use crate::data::{normal, Tensor};
 use crate::reference::{dense_decode, DecodeReference, DenseProblem};
-use entkv_abi::{dense_workspace, DecodeSpec, DenseShape, DenseTile};
+use entkv_abi::{dense_plan, dense_workspace, DecodeSpec, DensePlan, DenseShape, DenseTile, SpecError};
 use serde::{Deserialize, Serialize};
 
 pub const OUT_REL_TOL: f64 = 1e-4;
@@ -41,6 +43,9 @@ pub struct DenseCase {
     pub shape: DenseShape,
     pub seed: u64,
     pub data: DataKind,
+    /// SMs the split plan assumes (the device's count on a GPU; small in interpreter tests to
+    /// get several chunks per split).
+    pub sm_count: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -113,8 +118,12 @@ impl DenseCase {
         }
     }
 
-    pub fn workspace(&self) -> entkv_abi::DenseWorkspace {
-        dense_workspace(&self.spec, &self.tile, &self.shape)
+    pub fn plan(&self) -> Result<DensePlan, SpecError> {
+        dense_plan(&self.tile, &self.shape, self.sm_count)
+    }
+
+    pub fn workspace(&self, plan: &DensePlan) -> entkv_abi::DenseWorkspace {
+        dense_workspace(&self.spec, &self.shape, plan)
     }
 }
 
@@ -131,6 +140,8 @@ pub struct DenseCheck {
     pub heads: usize,
     /// Max over heads of ‖o − o_ref‖ / ‖o_ref‖.
     pub max_rel_err: f64,
+    /// Heads whose output error exceeds their allowance (see the module docs).
+    pub out_failures: usize,
     /// Max over heads of |τ − τ_ref| / (1 + |τ_ref|).
     pub max_tau_err: f64,
     /// Heads whose support size differs by more than the tokens within tolerance of τ.
@@ -155,6 +166,7 @@ pub fn compare(
     let mut c = DenseCheck {
         heads: heads.len(),
         max_rel_err: 0.0,
+        out_failures: 0,
         max_tau_err: 0.0,
         support_mismatches: 0,
         non_finite: 0,
@@ -177,13 +189,21 @@ pub fn compare(
             .sqrt();
         let norm = r.iter().map(|a| a * a).sum::<f64>().sqrt();
         let rel = if norm > 0.0 { diff / norm } else { diff };
-        c.max_rel_err = c.max_rel_err.max(if rel.is_nan() { f64::INFINITY } else { rel });
+        let rel = if rel.is_nan() { f64::INFINITY } else { rel };
+        c.max_rel_err = c.max_rel_err.max(rel);
         let tref = reference.tau[hd];
         let terr = (tau - tref).abs() / (1.0 + tref.abs());
         c.max_tau_err = c
             .max_tau_err
             .max(if terr.is_nan() { f64::INFINITY } else { terr });
         let z = &reference.z[hd * n..][..n];
+        let zmax = z
+            .iter()
+            .filter(|&&x| x > tref)
+            .fold(0.0f64, |m, &x| m.max(x.abs()));
+        if rel > OUT_REL_TOL * (zmax / 8.0).max(1.0) {
+            c.out_failures += 1;
+        }
         let band = TAU_REL_TOL * (1.0 + tref.abs());
         let ambiguous = z.iter().filter(|&&x| (x - tref).abs() <= band).count() as i64;
         let sref = reference.support[hd] as i64;
@@ -192,10 +212,8 @@ pub fn compare(
             c.support_mismatches += 1;
         }
     }
-    c.passed = c.non_finite == 0
-        && c.max_rel_err <= OUT_REL_TOL
-        && c.max_tau_err <= TAU_REL_TOL
-        && c.support_mismatches == 0;
+    c.passed =
+        c.non_finite == 0 && c.out_failures == 0 && c.max_tau_err <= TAU_REL_TOL && c.support_mismatches == 0;
     c
 }
 
@@ -242,7 +260,8 @@ pub mod interp {
     pub fn run_dense(case: &DenseCase, x: &DenseInputs) -> Result<(DenseOutputs, DenseRunStats), RunError> {
         let score = score_kernel(&case.spec, &case.tile)?;
         let finish = finish_kernel(&case.spec, &case.tile)?;
-        let ws = case.workspace();
+        let plan = case.plan().map_err(KernelGenError::from)?;
+        let ws = case.workspace(&plan);
         let heads = case.shape.batch as usize * case.q_heads();
         let d = case.spec.head_dim as usize;
         let mut q = host(&x.q);
@@ -258,7 +277,7 @@ pub mod interp {
         let mut support = HostBuffer::filled_f64(Scalar::I32, heads, -7.0);
         let n = ScalarValue::I64(case.shape.n as i64);
 
-        let g = dense_score_geometry(&case.tile, &case.shape);
+        let g = dense_score_geometry(&case.tile, &case.shape, &plan);
         let score_stats = run(
             &score,
             LaunchDims::new(g.grid, g.block),
@@ -270,6 +289,7 @@ pub mod interp {
                 Arg::Buf(&mut cand_count),
                 Arg::Buf(&mut cand_lb),
                 Arg::Scalar(n),
+                Arg::Scalar(ScalarValue::I32(plan.chunks_per_split as i32)),
             ],
         )?;
         let g = dense_finish_geometry(&case.spec, &case.tile, &case.shape);
@@ -285,7 +305,8 @@ pub mod interp {
                 Arg::Buf(&mut out),
                 Arg::Buf(&mut tau),
                 Arg::Buf(&mut support),
-                Arg::Scalar(ScalarValue::I32(ws.splits as i32)),
+                Arg::Scalar(ScalarValue::I32(plan.splits as i32)),
+                Arg::Scalar(ScalarValue::I64(plan.split_len as i64)),
                 Arg::Scalar(n),
             ],
         )?;

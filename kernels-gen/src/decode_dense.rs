@@ -7,7 +7,7 @@
 
 use crate::entmax::{closed_form_tau, newton_update, threshold_terms, weight};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{dense_entry_names, DecodeSpec, DenseTile};
+use entkv_abi::{dense_entry_names, DecodeSpec, DenseTile, MAX_SPLITS};
 use entkv_dsl::*;
 
 /// Threshold iterations of the finish pass: the bracket at least halves every step, and closed
@@ -16,6 +16,20 @@ use entkv_dsl::*;
 const MAX_SOLVE_ITERS: u32 = 60;
 /// Relative step below which the threshold is converged (a few f32 ulps).
 const SOLVE_REL_TOL: f64 = 4.0 * f32::EPSILON as f64;
+
+/// One split's candidate segment in the workspace, for one query head of the group.
+struct Segment {
+    /// Element offset of the segment (i64).
+    base: Var,
+    /// Candidates currently in the segment (i32, block-uniform).
+    count: Var,
+    /// Running lower bound on the threshold of the tokens seen so far (block-uniform).
+    lo: Var,
+    /// Largest score seen so far (block-uniform).
+    hi: Var,
+    /// Next point to test as a bound (block-uniform, in `[lo, hi]`).
+    probe: Var,
+}
 
 /// `decode_dense_score`: grid (splits, kv heads, batch).
 pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
@@ -27,21 +41,21 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     }
     let q = k.buffer("q", scalar_of(spec.q_dtype), Access::Read);
     let keys = k.buffer("k", scalar_of(spec.kv_dtype), Access::Read);
-    let cand_z = k.buffer("cand_z", Scalar::F32, Access::Write);
-    let cand_idx = k.buffer("cand_idx", Scalar::I32, Access::Write);
+    let cand_z = k.buffer("cand_z", Scalar::F32, Access::ReadWrite);
+    let cand_idx = k.buffer("cand_idx", Scalar::I32, Access::ReadWrite);
     let cand_count = k.buffer("cand_count", Scalar::I32, Access::Write);
     let cand_lb = k.buffer("cand_lb", Scalar::F32, Access::Write);
     let n = k.scalar_param("n", Scalar::I64);
+    let chunks = k.scalar_param("chunks_per_split", Scalar::I32);
 
     let d = spec.head_dim;
-    let group = spec.group;
+    let group = spec.group as usize;
     let lanes = tile.lanes_per_token;
     let dims = d / lanes; // dims each lane multiplies
     let vec = dims.min(16 / spec.kv_dtype.size_bytes()); // elements per 16-byte load
-    let token_groups = tile.threads / lanes;
-    let split_len = tile.split_len();
+    let chunk_len = tile.chunk_len();
     let warps = tile.threads / WARP;
-    let red = k.shared("red", Scalar::F32, warps * 2 * group);
+    let red = k.shared("red", Scalar::F32, warps * 2 * group as u32);
     let scan = k.shared("scan", Scalar::I32, warps);
 
     let split = k.let_("split", k.block_idx(Axis::X));
@@ -49,21 +63,22 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let b = k.let_("b", k.block_idx(Axis::Z));
     let splits = k.let_("splits", k.grid_dim(Axis::X));
     let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+    let q_heads = k.let_("q_heads", kv_heads * spec.group);
     let tid = k.let_("tid", k.thread_idx());
     let sub = k.let_("sub", tid % lanes); // which slice of the row this lane multiplies
     let tgroup = k.let_("tgroup", tid / lanes); // which token this lane's group scores
     let owner = k.let_("owner", sub.eq_(0u32)); // one lane per token counts it
     let row0 = k.let_("row0", (b.i64() * kv_heads.i64() + kvh.i64()) * n.clone());
+    let split_len = k.let_("split_len", chunks.clone().i64() * chunk_len as i64);
+    let split0 = k.let_("split0", split.i64() * split_len);
 
     // q' = q·(α−1)/√d in f32, this lane's slice, for every head of the group.
     let scale = spec.z_scale();
     let mut q_regs: Vec<Vec<Var>> = Vec::new();
+    let mut segs: Vec<Segment> = Vec::new();
     for g in 0..group {
-        let h = (kvh * group + g).i64();
-        let base = k.let_(
-            "q_base",
-            (b.i64() * (kv_heads.i64() * group as i64) + h) * d as i64 + (sub * dims).i64(),
-        );
+        let h = k.let_("h", kvh * spec.group + g as u32);
+        let base = k.let_("q_base", (b * q_heads + h).i64() * d as i64 + (sub * dims).i64());
         let mut regs = Vec::new();
         for c in 0..dims / vec {
             for x in k.load_vec("q", q, base + (c * vec) as i64, vec) {
@@ -71,12 +86,108 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
             }
         }
         q_regs.push(regs);
+        let seg = k.let_("seg", (b * q_heads + h).i64() * splits.i64() + split.i64());
+        segs.push(Segment {
+            base: k.let_("seg_base", seg * split_len),
+            count: k.let_typed("count", Scalar::I32, 0),
+            lo: k.let_typed("lo", Scalar::F32, f64::NEG_INFINITY),
+            hi: k.let_typed("hi", Scalar::F32, f64::NEG_INFINITY),
+            probe: k.let_typed("probe", Scalar::F32, f64::NEG_INFINITY),
+        });
     }
 
-    // z for every (head, token) this lane group owns; −∞ past the end of the sequence.
-    let tok0 = k.let_("tok0", split.i64() * split_len as i64);
-    let mut z: Vec<Vec<Var>> = vec![Vec::new(); group as usize];
-    let mut tok: Vec<Var> = Vec::new();
+    k.for_("chunk", 0i32, chunks.clone(), 1i32, |k, chunk| {
+        let tok0 = k.let_("tok0", split0 + chunk.i64() * chunk_len as i64);
+        // Uniform: a whole chunk past the end is skipped by every thread.
+        k.if_(tok0.lt(n.clone()), |k| {
+            let z = score_chunk(k, spec, tile, keys, &q_regs, row0, tok0, n.clone(), tgroup, sub);
+            let (zs, toks) = (&z.0, &z.1);
+            // Raise every bound to (running max − 1): τ ≥ max − 1 always.
+            let maxes: Vec<(Reduce, Expr)> = zs
+                .iter()
+                .map(|zg| {
+                    let m = zg.iter().fold(f32c(f64::NEG_INFINITY), |m, v| m.max(*v));
+                    (Reduce::Max, m)
+                })
+                .collect();
+            let m = k.block_allreduce_many(&maxes, red);
+            for (s, m) in segs.iter().zip(&m) {
+                k.assign(s.hi, s.hi.max(*m));
+                k.assign(s.lo, s.lo.max(s.hi - 1.0f32));
+                k.assign(s.probe, s.probe.max(s.lo));
+            }
+            // Append this chunk's tokens above the bound, in thread order.
+            let added = k.let_typed("added", Scalar::I32, 0);
+            for (g, s) in segs.iter().enumerate() {
+                let keep: Vec<Expr> = zs[g].iter().map(|zv| owner.and(zv.gt(s.lo))).collect();
+                let count = keep
+                    .iter()
+                    .fold(i32c(0), |c, kp| c + select(kp.clone(), 1i32, 0i32));
+                let (excl, total) = k.block_exclusive_scan(count, scan);
+                let pos = k.let_("pos", s.base + (s.count + excl).i64());
+                for ((kp, zv), t) in keep.iter().zip(&zs[g]).zip(toks) {
+                    k.if_(kp.clone(), |k| {
+                        k.store(cand_z, pos, *zv);
+                        k.store(cand_idx, pos, t.i32());
+                        k.assign(pos, pos + 1i64);
+                    });
+                }
+                k.assign(s.count, s.count + total);
+                k.assign(added, added + total);
+            }
+            // Tighten the bounds over everything kept so far (a superset of the tokens above
+            // the seen tokens' threshold), then drop what fell below.
+            k.if_(added.gt(0i32), |k| {
+                k.barrier(); // the appends above are read back below
+                             // f(hi) = −1 < 0 at the running max: the upper end of this chunk's brackets.
+                let his: Vec<Var> = segs.iter().map(|s| k.let_("hi_b", s.hi)).collect();
+                for _ in 0..tile.newton_steps {
+                    newton_over_segments(k, spec, tile, &segs, &his, cand_z, red);
+                }
+                for s in &segs {
+                    k.if_(s.count.gt(tile.threads as i32), |k| {
+                        prune(k, tile, s, cand_z, cand_idx, scan)
+                    });
+                }
+            });
+        });
+    });
+    for (g, s) in segs.iter().enumerate() {
+        prune(&mut k, tile, s, cand_z, cand_idx, scan);
+        let h = kvh * spec.group + g as u32;
+        let seg = (b * q_heads + h).i64() * splits.i64() + split.i64();
+        k.if_(tid.eq_(0u32), |k| {
+            k.store(cand_count, seg.clone(), s.count);
+            k.store(cand_lb, seg, s.lo);
+        });
+    }
+    Ok(k.finish()?)
+}
+
+/// Score one chunk: `z[g][r]` for every head `g` of the group and token `r` of this lane group
+/// (−∞ past the end), and the token indices.
+#[allow(clippy::too_many_arguments)]
+fn score_chunk(
+    k: &mut KernelBuilder,
+    spec: &DecodeSpec,
+    tile: &DenseTile,
+    keys: Buf,
+    q_regs: &[Vec<Var>],
+    row0: Var,
+    tok0: Var,
+    n: Expr,
+    tgroup: Var,
+    sub: Var,
+) -> (Vec<Vec<Var>>, Vec<Var>) {
+    let d = spec.head_dim;
+    let lanes = tile.lanes_per_token;
+    let dims = d / lanes;
+    let vec = dims.min(16 / spec.kv_dtype.size_bytes());
+    let token_groups = tile.threads / lanes;
+    let mut z: Vec<Vec<Var>> = vec![Vec::new(); q_regs.len()];
+    let mut toks = Vec::new();
+    // All loads of the chunk first, so they are in flight together.
+    let mut rows = Vec::new();
     for r in 0..tile.tokens_per_group {
         let t = k.let_("t", tok0 + (tgroup + r * token_groups).i64());
         let valid = k.let_("valid", t.lt(n.clone()));
@@ -84,101 +195,132 @@ pub fn score_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         let row = k.let_("krow", (row0 + t_load) * d as i64 + (sub * dims).i64());
         let mut kv = Vec::new();
         for c in 0..dims / vec {
-            for x in k.load_vec("k", keys, row + (c * vec) as i64, vec) {
-                kv.push(x.f32());
-            }
+            kv.extend(k.load_vec("k", keys, row + (c * vec) as i64, vec));
         }
-        let partial: Vec<(Reduce, Expr)> = (0..group as usize)
-            .map(|g| {
+        rows.push((t, valid, kv));
+    }
+    for (t, valid, kv) in rows {
+        let partial: Vec<(Reduce, Expr)> = q_regs
+            .iter()
+            .map(|qg| {
                 let dot = kv
                     .iter()
-                    .zip(&q_regs[g])
-                    .fold(f32c(0.0), |acc, (kx, qx)| fma(*qx, kx.clone(), acc));
+                    .zip(qg)
+                    .fold(f32c(0.0), |acc, (kx, qx)| fma(*qx, kx.f32(), acc));
                 (Reduce::Sum, dot)
             })
             .collect();
         let dots = k.warp_allreduce_width(&partial, lanes);
-        for g in 0..group as usize {
-            z[g].push(k.let_("z", select(valid, dots[g], f32c(f64::NEG_INFINITY))));
+        for (g, dot) in dots.iter().enumerate() {
+            z[g].push(k.let_("z", select(valid, *dot, f32c(f64::NEG_INFINITY))));
         }
-        tok.push(t);
+        toks.push(t);
     }
+    (z, toks)
+}
 
-    // Split maximum M per head; the threshold over this split lies in [M − 1, M).
-    let maxes: Vec<(Reduce, Expr)> = z
-        .iter()
-        .map(|zs| {
-            let m = zs.iter().fold(f32c(f64::NEG_INFINITY), |m, v| m.max(*v));
-            (Reduce::Max, m)
-        })
-        .collect();
-    let m = k.block_allreduce_many(&maxes, red);
-    let lo: Vec<Var> = m.iter().map(|m| k.let_("lo", *m - 1.0f32)).collect();
-    let hi: Vec<Var> = m.iter().map(|m| k.let_("hi", *m)).collect();
-    let tau: Vec<Var> = lo.iter().map(|l| k.let_("tau", *l)).collect();
-
-    // Newton from below on the split's own threshold function: every accepted `lo` is a lower
-    // bound on the split's threshold, hence on the global one.
-    for _ in 0..tile.newton_steps {
-        let mut sums = Vec::new();
-        for g in 0..group as usize {
-            let (mut s0, mut s1) = (f32c(0.0), f32c(0.0));
-            for zv in &z[g] {
-                let (w, w1) = threshold_terms(spec.alpha, *zv, tau[g]);
-                s0 = s0 + select(owner, w, 0.0f32);
-                s1 = s1 + select(owner, w1, 0.0f32);
-            }
-            sums.push((Reduce::Sum, s0));
-            sums.push((Reduce::Sum, s1));
-        }
-        let tot = k.block_allreduce_many(&sums, red);
-        for g in 0..group as usize {
-            let f = k.let_("f", tot[2 * g] - 1.0f32);
-            let next = newton_update(&mut k, spec.alpha, tau[g], lo[g], hi[g], f, tot[2 * g + 1]);
-            k.assign(tau[g], next);
-        }
-    }
-
-    // Candidates z > lo, compacted in thread order into this split's workspace segment.
-    let q_heads = k.let_("q_heads", kv_heads * group);
-    for g in 0..group as usize {
-        let count = z[g]
-            .iter()
-            .fold(i32c(0), |c, zv| c + select(owner.and(zv.gt(lo[g])), 1i32, 0i32));
-        let (excl, total) = k.block_exclusive_scan(count, scan);
-        let h = kvh * group + g as u32;
-        let seg = k.let_("seg", (b * q_heads + h).i64() * splits.i64() + split.i64());
-        let pos = k.let_("pos", seg * split_len as i64 + excl.i64());
-        for (r, zv) in z[g].iter().enumerate() {
-            let t = tok[r];
-            k.if_(owner.and(zv.gt(lo[g])), |k| {
-                k.store(cand_z, pos, *zv);
-                k.store(cand_idx, pos, t.i32());
-                k.assign(pos, pos + 1i64);
-            });
-        }
-        k.if_(tid.eq_(0u32), |k| {
-            k.store(cand_count, seg, total);
-            k.store(cand_lb, seg, lo[g]);
+/// One bracketed Newton step of every head's bound: evaluate `f = Σ [z − probe]_+^β − 1` over
+/// the segment (which holds every seen token above `lo`, so this is the seen tokens' threshold
+/// function), move `lo` up to the probe where `f ≥ 0` certifies it, and take the next probe.
+fn newton_over_segments(
+    k: &mut KernelBuilder,
+    spec: &DecodeSpec,
+    tile: &DenseTile,
+    segs: &[Segment],
+    his: &[Var],
+    cand_z: Buf,
+    red: Buf,
+) {
+    let tid = k.thread_idx();
+    let mut sums = Vec::new();
+    for s in segs {
+        let s0 = k.let_typed("s0", Scalar::F32, 0.0);
+        let s1 = k.let_typed("s1", Scalar::F32, 0.0);
+        k.for_("i", tid.clone().i32(), s.count, tile.threads as i32, |k, i| {
+            let zv = k.let_("zc", cand_z.at(s.base + i.i64()));
+            let (w, w1) = threshold_terms(spec.alpha, zv, s.probe);
+            k.assign(s0, s0 + w);
+            k.assign(s1, s1 + w1);
         });
+        sums.push((Reduce::Sum, s0.e()));
+        sums.push((Reduce::Sum, s1.e()));
     }
-    Ok(k.finish()?)
+    let tot = k.block_allreduce_many(&sums, red);
+    for ((g, s), hi) in segs.iter().enumerate().zip(his) {
+        let f = k.let_("f", tot[2 * g] - 1.0f32);
+        let next = newton_update(k, spec.alpha, s.probe, s.lo, *hi, f, tot[2 * g + 1]);
+        k.assign(s.probe, next);
+    }
+}
+
+/// Compact a segment in place to the candidates above its bound (thread order kept).
+fn prune(k: &mut KernelBuilder, tile: &DenseTile, s: &Segment, cand_z: Buf, cand_idx: Buf, scan: Buf) {
+    let tid = k.let_("tid_p", k.thread_idx());
+    let wp = k.let_typed("wp", Scalar::I32, 0);
+    k.for_("w0", 0i32, s.count, tile.threads as i32, |k, w0| {
+        let i = k.let_("i", w0 + tid.i32());
+        let inside = k.let_("inside", i.lt(s.count));
+        let at = k.let_("at", s.base + select(inside, i, 0i32).i64());
+        let zv = k.let_("zp", cand_z.at(at));
+        let iv = k.let_("ip", cand_idx.at(at));
+        let keep = k.let_("keep", inside.and(zv.gt(s.lo)));
+        // The scan's barriers order this window's reads before any of its writes; writes land
+        // below the next window, so it needs no extra barrier.
+        let (excl, total) = k.block_exclusive_scan(select(keep, 1i32, 0i32), scan);
+        k.if_(keep, |k| {
+            let dst = s.base + (wp + excl).i64();
+            k.store(cand_z, dst.clone(), zv);
+            k.store(cand_idx, dst, iv);
+        });
+        k.assign(wp, wp + total);
+    });
+    k.assign(s.count, wp);
+    k.barrier(); // later passes read the compacted segment
 }
 
 /// Where the finish pass reads candidates from.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 enum Source {
     /// Gathered into shared memory, `total` of them.
     Shared { z: Buf, idx: Buf, total: Var },
-    /// Straight from the per-split workspace segments (more than fit in shared memory).
+    /// Straight from the workspace segments: flat candidate `i` is found by a binary search of
+    /// the per-split offsets.
     Global {
         z: Buf,
         idx: Buf,
-        count: Buf,
-        seg0: Var,
-        splits: Expr,
-        split_len: u32,
+        total: Var,
+        locate: Locate,
     },
+}
+
+/// Maps a flat candidate index to its workspace element (offsets of the head's splits live in
+/// shared memory).
+#[derive(Clone, Copy)]
+struct Locate {
+    offsets: Buf,
+    splits: Var,
+    seg0: Var,
+    split_len: Var,
+}
+
+impl Locate {
+    /// Workspace element of flat candidate `i` (i32): the split is the last one whose offset is
+    /// ≤ i (empty splits share an offset with their successor and are skipped).
+    fn element(&self, k: &mut KernelBuilder, i: Expr) -> Var {
+        let i = k.let_("flat", i);
+        let s = k.let_typed("split_of", Scalar::I32, 0);
+        let mut step = MAX_SPLITS.next_power_of_two() / 2;
+        while step > 0 {
+            let probe = k.let_("probe", s + step as i32);
+            let ok = probe
+                .lt(self.splits)
+                .and(self.offsets.at(probe.e().min(self.splits)).le(i));
+            k.assign(s, select(ok, probe, s));
+            step /= 2;
+        }
+        let j = i - self.offsets.at(s);
+        k.let_("elem", (self.seg0 + s.i64()) * self.split_len + j.i64())
+    }
 }
 
 impl Source {
@@ -191,8 +333,8 @@ impl Source {
         workers: u32,
         body: &dyn Fn(&mut KernelBuilder, Var, Var),
     ) {
-        match self {
-            &Source::Shared { z, idx, total } => {
+        match *self {
+            Source::Shared { z, idx, total } => {
                 k.for_("i", worker.i32(), total, workers as i32, |k, i| {
                     let zv = k.let_("cz", z.at(i.clone()));
                     let iv = k.let_("ci", idx.at(i));
@@ -202,21 +344,14 @@ impl Source {
             Source::Global {
                 z,
                 idx,
-                count,
-                seg0,
-                splits,
-                split_len,
+                total,
+                locate,
             } => {
-                let (z, idx, count, seg0, split_len) = (*z, *idx, *count, *seg0, *split_len);
-                k.for_("s", 0i64, splits.clone().i64(), 1i64, |k, s| {
-                    let seg = k.let_("seg", seg0 + s);
-                    let c = k.let_("cnt", count.at(seg).i64());
-                    k.for_("j", worker.i64(), c, workers as i64, |k, j| {
-                        let at = k.let_("at", seg * split_len as i64 + j);
-                        let zv = k.let_("cz", z.at(at));
-                        let iv = k.let_("ci", idx.at(at));
-                        body(k, zv, iv);
-                    });
+                k.for_("i", worker.i32(), total, workers as i32, |k, i| {
+                    let at = locate.element(k, i);
+                    let zv = k.let_("cz", z.at(at));
+                    let iv = k.let_("ci", idx.at(at));
+                    body(k, zv, iv);
                 });
             }
         }
@@ -241,6 +376,7 @@ pub fn finish_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kern
     let tau_out = k.buffer("tau", Scalar::F32, Access::Write);
     let support_out = k.buffer("support", Scalar::I32, Access::Write);
     let splits = k.scalar_param("splits", Scalar::I32);
+    let split_len = k.scalar_param("split_len", Scalar::I64);
     let n = k.scalar_param("n", Scalar::I64);
 
     let d = spec.head_dim;
@@ -251,6 +387,7 @@ pub fn finish_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kern
     let row_groups = threads / row_lanes;
     let red = k.shared("red", Scalar::F32, warps * 5);
     let red_i = k.shared("red_i", Scalar::I32, warps * 2);
+    let offsets = k.shared("offsets", Scalar::I32, MAX_SPLITS + 1);
     let sh_z = k.shared("cand_z_s", Scalar::F32, cap);
     let sh_idx = k.shared("cand_idx_s", Scalar::I32, cap);
     let acc_s = k.shared("acc_s", Scalar::F32, row_groups * d);
@@ -263,17 +400,33 @@ pub fn finish_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kern
     let tid = k.let_("tid", k.thread_idx());
     let head = k.let_("head", (b * q_heads + h).i64());
     let seg0 = k.let_("seg0", head * splits.clone().i64());
+    let splits_v = k.let_("splits_v", splits.clone());
+    let split_len_v = k.let_("split_len_v", split_len);
 
-    // Candidate total and the best split lower bound (every split's bound is ≤ τ).
-    let total0 = k.let_typed("total", Scalar::I32, 0);
+    // Per-split offsets (exclusive scan of the counts, `splits` at a time), the total, and the
+    // best split lower bound (every split's bound is ≤ τ).
+    let base = k.let_typed("base", Scalar::I32, 0);
     let lb0 = k.let_typed("lb", Scalar::F32, f64::NEG_INFINITY);
-    k.for_("s", tid.i32(), splits.clone(), threads as i32, |k, s| {
-        let seg = seg0 + s.i64();
-        k.assign(total0, total0 + cand_count.at(seg.clone()));
-        k.assign(lb0, lb0.max(cand_lb.at(seg)));
+    k.for_("c0", 0i32, splits_v, threads as i32, |k, c0| {
+        let s = k.let_("s", c0 + tid.i32());
+        let inside = k.let_("inside", s.lt(splits_v));
+        let seg = k.let_("seg", seg0 + select(inside, s, 0i32).i64());
+        let cnt = k.let_("cnt", select(inside, cand_count.at(seg), 0i32));
+        k.assign(lb0, select(inside, lb0.max(cand_lb.at(seg)), lb0));
+        let (excl, chunk_total) = k.block_exclusive_scan(cnt, red_i);
+        k.if_(inside, |k| k.store(offsets, s, base + excl));
+        k.assign(base, base + chunk_total);
     });
-    let total = k.block_allreduce(Reduce::Sum, total0, red_i);
+    let total = k.let_("total", base);
+    k.if_(tid.eq_(0u32), |k| k.store(offsets, splits_v, total));
+    k.barrier();
     let lb = k.block_allreduce(Reduce::Max, lb0, red);
+    let locate = Locate {
+        offsets,
+        splits: splits_v,
+        seg0,
+        split_len: split_len_v,
+    };
 
     let v_row0 = k.let_("v_row0", (b.i64() * kv_heads.i64() + kvh.i64()) * n);
     let ctx = FinishCtx {
@@ -294,25 +447,20 @@ pub fn finish_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kern
         support_out,
         head,
     };
-
+    let global = Source::Global {
+        z: cand_z,
+        idx: cand_idx,
+        total,
+        locate,
+    };
     k.if_else(
         total.le(cap as i32),
         |k| {
-            // Gather in split order (deterministic), `threads` splits at a time.
-            let base = k.let_typed("base", Scalar::I32, 0);
-            k.for_("c0", 0i32, splits.clone(), threads as i32, |k, c0| {
-                let s = k.let_("s", c0 + tid.i32());
-                let cnt = k.let_typed("cnt", Scalar::I32, 0);
-                let seg = k.let_("seg", seg0 + s.i64());
-                k.if_(s.lt(splits.clone()), |k| k.assign(cnt, cand_count.at(seg)));
-                let (excl, chunk_total) = k.block_exclusive_scan(cnt, red_i);
-                let dst0 = k.let_("dst0", base + excl);
-                k.for_("j", 0i32, cnt, 1i32, |k, j| {
-                    let src = seg * tile.split_len() as i64 + j.clone().i64();
-                    k.store(sh_z, dst0 + j.clone(), cand_z.at(src.clone()));
-                    k.store(sh_idx, dst0 + j, cand_idx.at(src));
-                });
-                k.assign(base, base + chunk_total);
+            // Stage in shared memory (flat order = split order: deterministic).
+            k.for_("i", tid.i32(), total, threads as i32, |k, i| {
+                let at = locate.element(k, i.clone());
+                k.store(sh_z, i.clone(), cand_z.at(at));
+                k.store(sh_idx, i, cand_idx.at(at));
             });
             k.barrier();
             ctx.solve_and_write(
@@ -324,17 +472,7 @@ pub fn finish_kernel(spec: &DecodeSpec, tile: &DenseTile) -> Result<Kernel, Kern
                 },
             );
         },
-        |k| {
-            let src = Source::Global {
-                z: cand_z,
-                idx: cand_idx,
-                count: cand_count,
-                seg0,
-                splits: splits.clone(),
-                split_len: tile.split_len(),
-            };
-            ctx.solve_and_write(k, &src);
-        },
+        |k| ctx.solve_and_write(k, &global),
     );
     Ok(k.finish()?)
 }

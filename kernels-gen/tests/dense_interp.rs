@@ -16,6 +16,7 @@ fn case(alpha: f64, group: u32, n: u64, tile: Option<DenseTile>, data: DataKind,
         },
         seed,
         data,
+        sm_count: 132,
     }
 }
 
@@ -52,21 +53,32 @@ fn dense_decode_matches_oracle_on_required_sizes() {
     }
 }
 
-/// A small tile makes many splits even for short sequences, and a tiny finish capacity forces
-/// the global-memory path of the finish pass.
+/// Small chunks and a small assumed GPU give many chunks per split (the running bound, appends
+/// and in-place pruning) and several splits; a tiny finish capacity forces the finish pass to
+/// read candidates from the workspace.
 #[test]
-fn dense_decode_small_tiles_and_global_fallback() {
+fn dense_decode_streamed_splits_and_global_fallback() {
     let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
     let mut tile = DenseTile::default_for(&spec);
     tile.threads = 64;
     tile.tokens_per_group = 2;
     tile.finish_threads = 64;
     tile.finish_capacity = 32;
-    for (alpha, n) in [(1.5, 333), (2.0, 100)] {
-        check(&case(alpha, 1, n, Some(tile), DataKind::Normal, 7));
+    for (alpha, n, lanes) in [(1.5, 4097, 1), (2.0, 1000, 1), (1.5, 2000, 4), (3.0, 1500, 2)] {
+        tile.lanes_per_token = lanes;
+        let mut c = case(alpha, 1, n, Some(tile), DataKind::Normal, 7);
+        c.sm_count = 1;
+        let plan = c.plan().unwrap();
+        assert!(plan.chunks_per_split > 1 && plan.splits > 1, "{plan:?}");
+        check(&c);
     }
     tile.newton_steps = 0;
-    check(&case(1.5, 1, 200, Some(tile), DataKind::Normal, 8));
+    let mut c = case(1.5, 1, 2000, Some(tile), DataKind::Normal, 8);
+    c.sm_count = 1;
+    check(&c);
+    let mut c = case(2.0, 1, 2000, Some(tile), DataKind::Ties, 8);
+    c.sm_count = 1;
+    check(&c);
 }
 
 #[test]
@@ -105,6 +117,7 @@ fn dense_decode_every_spec_axis() {
             },
             seed: 99,
             data: DataKind::Normal,
+            sm_count: 4,
         };
         check(&c);
     }

@@ -60,7 +60,7 @@ enum Cmd {
     BenchDense {
         #[arg(long, default_value_t = 1_048_576)]
         n: u64,
-        /// Tile configs `threads,lanes,tokens,newton,min_blocks,finish_threads,capacity`
+        /// Tile configs `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`
         /// (repeat the flag); the default config when none is given.
         #[arg(long)]
         tile: Vec<String>,
