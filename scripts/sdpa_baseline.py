@@ -11,7 +11,7 @@ CEILING = 4.28e12  # measured H200 copy rate, bytes/s
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, nargs="+", default=[131072, 1048576])
+    ap.add_argument("--n", type=int, nargs="+", default=[32768, 131072, 1048576])
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--heads", type=int, default=24)
     ap.add_argument("--kv-heads", type=int, default=24)

@@ -55,7 +55,10 @@ impl DenseTile {
             threads: 256,
             lanes_per_token,
             tokens_per_group: (16 / spec.group).max(2),
-            newton_steps: 2,
+            // Four steps: with one chunk per split (short contexts) two leave a loose bound and
+            // ~4× the candidates; at 1M the extra steps cost nothing measurable
+            // (results/2026-11-29-dense-streamed).
+            newton_steps: 4,
             // ptxas caps this one at 80 registers and spills without a floor.
             score_min_blocks: if spec.group == 3 { 2 } else { 0 },
             ctas_per_sm: 3,

@@ -37,7 +37,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            large_n: vec![131_072, 1_048_576],
+            large_n: vec![32_768, 131_072, 1_048_576],
             warmup: 10,
             iters: 50,
             sampled_heads: 12,

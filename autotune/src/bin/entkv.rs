@@ -48,7 +48,7 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Large context lengths to check and time (comma-separated).
-        #[arg(long, value_delimiter = ',', default_values_t = vec![131_072u64, 1_048_576])]
+        #[arg(long, value_delimiter = ',', default_values_t = vec![32_768u64, 131_072, 1_048_576])]
         large_n: Vec<u64>,
         #[arg(long, default_value_t = 50)]
         iters: usize,
