@@ -34,6 +34,17 @@ else
   echo "skipping SDPA: no torch with CUDA" | tee "$OUT/sdpa.log"
 fi
 
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool (small cases)"
+    compute-sanitizer --tool $tool --error-exitcode 3 "$BIN/entkv" gpu-check --small-only \
+      >"$OUT/sanitizer-$tool.log" 2>&1 || { status=1; echo "compute-sanitizer $tool: FAILED"; }
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL" "$OUT/sanitizer-$tool.log" | tail -3
+  done
+else
+  echo "compute-sanitizer not found: skipping memcheck/racecheck"
+fi
+
 echo "== entkv gpu-check"
 "$BIN/entkv" gpu-check --out "$OUT" 2>&1 | tee "$OUT/gpu-check.log" || status=1
 exit $status

@@ -54,6 +54,9 @@ enum Cmd {
         iters: usize,
         #[arg(long, default_value_t = 10)]
         warmup: usize,
+        /// Only the small correctness cases (for compute-sanitizer runs).
+        #[arg(long)]
+        small_only: bool,
     },
     /// Time the dense decode's kernels for several tile configs at the `paper` shapes
     /// (α = 1.5, batch 8, 24 heads, d = 32, f16). Needs an NVIDIA GPU.
@@ -103,9 +106,10 @@ fn main() -> Result<()> {
             large_n,
             iters,
             warmup,
+            small_only,
         } => {
             let opts = gpucheck::Options {
-                large_n,
+                large_n: if small_only { Vec::new() } else { large_n },
                 iters,
                 warmup,
                 ..Default::default()
