@@ -44,7 +44,7 @@ enum Cmd {
     /// Run every GPU check (correctness against float64 references, then timings at the
     /// `paper` shapes) and print a table. Needs an NVIDIA GPU.
     GpuCheck {
-        /// Write report.json and timings.json here.
+        /// Write report.json (checks and timings) here.
         #[arg(long)]
         out: Option<PathBuf>,
         /// Large context lengths to check and time (comma-separated).
@@ -119,10 +119,6 @@ fn main() -> Result<()> {
             if let Some(dir) = out {
                 std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
                 std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
-                std::fs::write(
-                    dir.join("timings.json"),
-                    serde_json::to_string_pretty(&report.timings)?,
-                )?;
             }
             println!("{}", report.table());
             if !report.passed() {
