@@ -7,11 +7,13 @@
 
 pub mod dense;
 pub mod geometry;
+pub mod paged;
 pub mod signature;
 pub mod spec;
 
 pub use dense::*;
 pub use geometry::{ceil_div, LaunchGeometry};
+pub use paged::{check_batch, PagedShape, PagedSpec, SUPPORTED_SKETCH_BITS};
 pub use signature::{ArgKind, ArgSpec, Elem};
 pub use spec::{
     check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError, SUPPORTED_GROUPS,

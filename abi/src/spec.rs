@@ -16,6 +16,8 @@ pub enum SpecError {
     BadGroup(u32),
     #[error("unsupported dtype `{0}` (supported: f16, bf16, f32)")]
     BadDType(String),
+    #[error("unsupported sketch width {0} bits (supported: 4, 8)")]
+    BadSketchBits(u32),
     #[error("bad shape: {0}")]
     BadShape(String),
     #[error("invalid tile config for {kernel}: {reason}")]

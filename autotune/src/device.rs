@@ -10,6 +10,7 @@ use entkv_codegen::{compile_module, Target};
 use entkv_kernels::check::{DenseCase, DenseOutputs};
 use entkv_kernels::data::Tensor;
 use entkv_kernels::fill::fill_kernel;
+use entkv_kernels::program::{ArgRef, Program};
 use entkv_runtime::{launch, DeviceBuffer, Function, Gpu, GpuTimer, KernelArg, Module, RawStream};
 use std::collections::HashMap;
 
@@ -265,4 +266,99 @@ pub fn time_ms(
         times.push(timer.elapsed_ms()? as f64);
     }
     Ok(times)
+}
+
+/// Loaded functions of single kernels, compiled on first use and cached by entry name.
+pub struct FunctionCache<'g> {
+    gpu: &'g Gpu,
+    loaded: HashMap<String, (Module, Function)>,
+}
+
+impl<'g> FunctionCache<'g> {
+    pub fn new(gpu: &'g Gpu) -> Self {
+        FunctionCache {
+            gpu,
+            loaded: HashMap::new(),
+        }
+    }
+
+    pub fn get(&mut self, kernel: &entkv_dsl::Kernel) -> Result<&Function> {
+        if !self.loaded.contains_key(&kernel.name) {
+            let compiled = compile_module(&kernel.name, &[kernel], &Target::default())?;
+            let module = self.gpu.load_module(&compiled.ptx)?;
+            let f = module.function(&kernel.name)?;
+            self.loaded.insert(kernel.name.clone(), (module, f));
+        }
+        Ok(&self.loaded[&kernel.name].1)
+    }
+
+    pub fn functions(&self) -> impl Iterator<Item = &Function> {
+        self.loaded.values().map(|(_, f)| f)
+    }
+}
+
+/// A [`Program`]'s buffers on the device.
+pub struct DeviceProgram {
+    buffers: HashMap<String, DeviceBuffer<u8>>,
+}
+
+impl DeviceProgram {
+    /// Upload every buffer of `p`.
+    pub fn upload(gpu: &Gpu, p: &Program) -> Result<DeviceProgram> {
+        let mut buffers = HashMap::new();
+        for (name, b) in &p.buffers {
+            // Zero-length buffers still get a valid (1-byte) allocation.
+            let mut bytes = b.to_le_bytes();
+            if bytes.is_empty() {
+                bytes.push(0);
+            }
+            buffers.insert(name.clone(), DeviceBuffer::from_host(gpu, &bytes)?);
+        }
+        Ok(DeviceProgram { buffers })
+    }
+
+    /// Launch every call of `p` on `stream` (no synchronisation).
+    pub fn launch(&self, cache: &mut FunctionCache, p: &Program, stream: RawStream) -> Result<()> {
+        p.check()?;
+        for c in &p.calls {
+            let args: Vec<KernelArg> = c
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgRef::Buf(name) => self.buffers[name].arg(),
+                    ArgRef::I32(v) => KernelArg::I32(*v),
+                    ArgRef::U32(v) => KernelArg::U32(*v),
+                    ArgRef::I64(v) => KernelArg::I64(*v),
+                    ArgRef::F32(v) => KernelArg::F32(*v),
+                })
+                .collect();
+            let f = cache.get(&c.kernel)?;
+            // SAFETY: `Program::check` matched every argument with the kernel's parameters, and
+            // every buffer was uploaded from the host buffer of the element type and length the
+            // kernel was written for; the buffers live in `self`, which outlives the launch
+            // (callers synchronise before dropping it).
+            unsafe { launch(f, &c.geometry, stream, &args)? };
+        }
+        Ok(())
+    }
+
+    /// Copy every buffer back into `p`.
+    pub fn download(&self, p: &mut Program) -> Result<()> {
+        for (name, b) in p.buffers.iter_mut() {
+            let bytes = self.buffers[name].to_host()?;
+            if !b.is_empty() && !b.copy_from_le_bytes(&bytes) {
+                anyhow::bail!("buffer `{name}` came back with {} bytes", bytes.len());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Upload `p`, run its calls once, download the results into `p`.
+pub fn run_program(gpu: &Gpu, cache: &mut FunctionCache, p: &mut Program) -> Result<DeviceProgram> {
+    let dev = DeviceProgram::upload(gpu, p)?;
+    dev.launch(cache, p, gpu.stream_raw())?;
+    gpu.synchronize()?;
+    dev.download(p)?;
+    Ok(dev)
 }

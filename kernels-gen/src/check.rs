@@ -152,16 +152,10 @@ pub struct DenseCheck {
     pub passed: bool,
 }
 
-/// Compare `got` with `reference` on the listed heads (indices into `[batch·q_heads]`), or
-/// all heads. `d` is the head dim and `n` the context length (to read the reference scores).
-pub fn compare(
-    reference: &DecodeReference,
-    got: &DenseOutputs,
-    d: usize,
-    n: usize,
-    heads: Option<&[usize]>,
-) -> DenseCheck {
-    let all: Vec<usize> = (0..reference.tau.len()).collect();
+/// Compare `got` with `reference` on the listed heads (indices into the reference's heads;
+/// `got` holds them in that order), or all heads.
+pub fn compare(reference: &DecodeReference, got: &DenseOutputs, heads: Option<&[usize]>) -> DenseCheck {
+    let all: Vec<usize> = (0..reference.heads.len()).collect();
     let heads = heads.unwrap_or(&all);
     let mut c = DenseCheck {
         heads: heads.len(),
@@ -174,7 +168,8 @@ pub fn compare(
         passed: false,
     };
     for (slot, &hd) in heads.iter().enumerate() {
-        let r = &reference.out[hd * d..][..d];
+        let r = &reference.heads[hd];
+        let d = r.out.len();
         let o = &got.out[slot * d..][..d];
         c.non_finite += o.iter().filter(|x| !x.is_finite()).count();
         let tau = got.tau[slot];
@@ -182,33 +177,31 @@ pub fn compare(
             c.non_finite += 1;
         }
         let diff = r
+            .out
             .iter()
             .zip(o)
             .map(|(a, b)| (a - b) * (a - b))
             .sum::<f64>()
             .sqrt();
-        let norm = r.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let norm = r.out.iter().map(|a| a * a).sum::<f64>().sqrt();
         let rel = if norm > 0.0 { diff / norm } else { diff };
         let rel = if rel.is_nan() { f64::INFINITY } else { rel };
         c.max_rel_err = c.max_rel_err.max(rel);
-        let tref = reference.tau[hd];
-        let terr = (tau - tref).abs() / (1.0 + tref.abs());
-        c.max_tau_err = c
-            .max_tau_err
-            .max(if terr.is_nan() { f64::INFINITY } else { terr });
-        let z = &reference.z[hd * n..][..n];
-        let zmax = z
-            .iter()
-            .filter(|&&x| x > tref)
-            .fold(0.0f64, |m, &x| m.max(x.abs()));
+        let zmax =
+            r.z.iter()
+                .filter(|&&x| x > r.tau)
+                .fold(0.0f64, |m, &x| m.max(x.abs()));
         if rel > OUT_REL_TOL * (zmax / 8.0).max(1.0) {
             c.out_failures += 1;
         }
-        let band = TAU_REL_TOL * (1.0 + tref.abs());
-        let ambiguous = z.iter().filter(|&&x| (x - tref).abs() <= band).count() as i64;
-        let sref = reference.support[hd] as i64;
-        c.max_support = c.max_support.max(sref as usize);
-        if (got.support[slot] - sref).abs() > ambiguous {
+        let terr = (tau - r.tau).abs() / (1.0 + r.tau.abs());
+        c.max_tau_err = c
+            .max_tau_err
+            .max(if terr.is_nan() { f64::INFINITY } else { terr });
+        let band = TAU_REL_TOL * (1.0 + r.tau.abs());
+        let ambiguous = r.z.iter().filter(|&&x| (x - r.tau).abs() <= band).count() as i64;
+        c.max_support = c.max_support.max(r.support);
+        if (got.support[slot] - r.support as i64).abs() > ambiguous {
             c.support_mismatches += 1;
         }
     }

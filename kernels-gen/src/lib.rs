@@ -11,7 +11,10 @@ pub mod data;
 pub mod decode_dense;
 pub mod entmax;
 pub mod fill;
+pub mod paged_data;
+pub mod program;
 pub mod reference;
+pub mod suite;
 
 use entkv_abi::{DType, DecodeSpec, DenseTile, SpecError};
 use entkv_dsl::{DslError, Kernel, Scalar};

@@ -93,6 +93,56 @@ pub fn entmax(z: &[f64], alpha: Alpha) -> (Vec<f64>, f64) {
     (p, tau)
 }
 
+/// One query head's reference result.
+#[derive(Clone, Debug)]
+pub struct HeadReference {
+    /// `o = Σ_j p_j v_j`, `[d]`.
+    pub out: Vec<f64>,
+    /// Threshold in entmax space.
+    pub tau: f64,
+    /// Support size `|{j : z_j > τ}|`.
+    pub support: usize,
+    /// Entmax-space scores of every token, for tolerance analysis.
+    pub z: Vec<f64>,
+}
+
+/// Reference results per (batch, query head), in `batch·q_heads + head` order.
+#[derive(Clone, Debug)]
+pub struct DecodeReference {
+    pub heads: Vec<HeadReference>,
+}
+
+/// Entmax attention of one query in float64: `z_j = (α−1)·(q·k_j/√d + bias_j)`,
+/// `o = Σ_j p_j v_j`. `bias` is the ALiBi term in score units (empty for none).
+pub fn attend(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64], alpha: Alpha) -> HeadReference {
+    let d = q.len();
+    let inv_sqrt_d = 1.0 / (d as f64).sqrt();
+    let a1 = alpha.value() - 1.0;
+    let z: Vec<f64> = keys
+        .iter()
+        .enumerate()
+        .map(|(j, k)| {
+            let s = q.iter().zip(k.iter()).map(|(a, b)| a * b).sum::<f64>() * inv_sqrt_d;
+            a1 * (s + bias.get(j).copied().unwrap_or(0.0))
+        })
+        .collect();
+    let (p, tau) = entmax(&z, alpha);
+    let mut out = vec![0.0; values.first().map_or(d, |v| v.len())];
+    for (pj, v) in p.iter().zip(values) {
+        if *pj > 0.0 {
+            for (o, x) in out.iter_mut().zip(v.iter()) {
+                *o += pj * x;
+            }
+        }
+    }
+    HeadReference {
+        out,
+        tau,
+        support: p.iter().filter(|&&x| x > 0.0).count(),
+        z,
+    }
+}
+
 /// A dense decode problem in float64: q `[batch, q_heads, d]`, K and V
 /// `[batch, kv_heads, n, d]` (values already rounded to the kernel's storage types).
 #[derive(Clone, Debug)]
@@ -107,60 +157,26 @@ pub struct DenseProblem {
     pub v: Vec<f64>,
 }
 
-/// Reference results per (batch, query head).
-#[derive(Clone, Debug)]
-pub struct DecodeReference {
-    /// `[batch, q_heads, d]`.
-    pub out: Vec<f64>,
-    /// Threshold in entmax space, `[batch, q_heads]`.
-    pub tau: Vec<f64>,
-    /// Support size `|{j : z_j > τ}|`, `[batch, q_heads]`.
-    pub support: Vec<usize>,
-    /// Entmax-space scores `[batch, q_heads, n]`, for tolerance analysis.
-    pub z: Vec<f64>,
-}
-
-/// Full-cache entmax attention in float64: `z_j = (α−1)·q·k_j/√d`, `o = Σ_j p_j v_j`.
+/// Full-cache entmax attention over a contiguous cache.
 pub fn dense_decode(p: &DenseProblem, alpha: Alpha) -> DecodeReference {
-    let (b_n, h_n, d, n) = (p.batch, p.q_heads, p.d, p.n);
-    let group = h_n / p.kv_heads;
-    let scale = (alpha.value() - 1.0) / (d as f64).sqrt();
-    let mut out = vec![0.0; b_n * h_n * d];
-    let mut tau = vec![0.0; b_n * h_n];
-    let mut support = vec![0; b_n * h_n];
-    let mut zs = vec![0.0; b_n * h_n * n];
-    for b in 0..b_n {
-        for h in 0..h_n {
-            let kvh = h / group;
-            let q = &p.q[(b * h_n + h) * d..][..d];
-            let kv0 = (b * p.kv_heads + kvh) * n * d;
-            let z: Vec<f64> = (0..n)
-                .map(|j| {
-                    let kr = &p.k[kv0 + j * d..][..d];
-                    scale * q.iter().zip(kr).map(|(a, b)| a * b).sum::<f64>()
-                })
-                .collect();
-            let (pr, t) = entmax(&z, alpha);
-            let o = &mut out[(b * h_n + h) * d..][..d];
-            for (j, &pj) in pr.iter().enumerate() {
-                if pj > 0.0 {
-                    let vr = &p.v[kv0 + j * d..][..d];
-                    for (oi, vi) in o.iter_mut().zip(vr) {
-                        *oi += pj * vi;
-                    }
-                }
-            }
-            tau[b * h_n + h] = t;
-            support[b * h_n + h] = pr.iter().filter(|&&x| x > 0.0).count();
-            zs[(b * h_n + h) * n..][..n].copy_from_slice(&z);
+    let (d, n) = (p.d, p.n);
+    let group = p.q_heads / p.kv_heads;
+    let mut heads = Vec::with_capacity(p.batch * p.q_heads);
+    for b in 0..p.batch {
+        for h in 0..p.q_heads {
+            let kv0 = (b * p.kv_heads + h / group) * n * d;
+            let keys: Vec<&[f64]> = (0..n).map(|j| &p.k[kv0 + j * d..][..d]).collect();
+            let values: Vec<&[f64]> = (0..n).map(|j| &p.v[kv0 + j * d..][..d]).collect();
+            heads.push(attend(
+                &p.q[(b * p.q_heads + h) * d..][..d],
+                &keys,
+                &values,
+                &[],
+                alpha,
+            ));
         }
     }
-    DecodeReference {
-        out,
-        tau,
-        support,
-        z: zs,
-    }
+    DecodeReference { heads }
 }
 
 #[cfg(test)]

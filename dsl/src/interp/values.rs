@@ -159,6 +159,49 @@ impl HostBuffer {
         }
     }
 
+    /// The elements' little-endian bytes, as a GPU holds them.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        macro_rules! bytes {
+            ($v:expr) => {
+                $v.iter().flat_map(|x| x.to_le_bytes()).collect()
+            };
+        }
+        match self {
+            HostBuffer::F16(v) => bytes!(v),
+            HostBuffer::BF16(v) => bytes!(v),
+            HostBuffer::F32(v) => bytes!(v),
+            HostBuffer::I32(v) => bytes!(v),
+            HostBuffer::U32(v) => bytes!(v),
+            HostBuffer::I64(v) => bytes!(v),
+            HostBuffer::U64(v) => bytes!(v),
+        }
+    }
+
+    /// Overwrite the elements from little-endian bytes (as read back from a GPU). Returns
+    /// `false`, leaving the buffer unchanged, when the byte count does not match.
+    pub fn copy_from_le_bytes(&mut self, bytes: &[u8]) -> bool {
+        if bytes.len() as u64 != self.size_bytes() {
+            return false;
+        }
+        macro_rules! fill {
+            ($v:expr, $t:ty, $n:expr) => {
+                for (x, c) in $v.iter_mut().zip(bytes.chunks_exact($n)) {
+                    *x = <$t>::from_le_bytes(c.try_into().expect("chunk size"));
+                }
+            };
+        }
+        match self {
+            HostBuffer::F16(v) => fill!(v, f16, 2),
+            HostBuffer::BF16(v) => fill!(v, bf16, 2),
+            HostBuffer::F32(v) => fill!(v, f32, 4),
+            HostBuffer::I32(v) => fill!(v, i32, 4),
+            HostBuffer::U32(v) => fill!(v, u32, 4),
+            HostBuffer::I64(v) => fill!(v, i64, 8),
+            HostBuffer::U64(v) => fill!(v, u64, 8),
+        }
+        true
+    }
+
     /// Element `i` as `f64`.
     pub fn get_f64(&self, i: usize) -> Option<f64> {
         Some(match self {

@@ -1,0 +1,222 @@
+//! The paged KV cache, its page metadata, and the selection format every sparse kernel shares.
+//!
+//! ## Pools (vLLM/FlashInfer style)
+//! - `k_pool`, `v_pool`: `[num_pages, kv_heads, page_size, head_dim]` in the K/V dtype ("HND"
+//!   within a page). Row `(page, head, slot)` starts at element
+//!   `((page·kv_heads + head)·page_size + slot)·head_dim`; a (page, head) block is
+//!   `page_size·head_dim` contiguous elements (1 KiB for P = 16, d = 32, f16), so a page of one
+//!   head is read with fully coalesced 16-byte loads and rows are 16-byte aligned for every
+//!   supported head dim.
+//! - `block_table`: `[batch, max_pages]` i32, the physical page of logical page `j` of sequence
+//!   `b` (pages anywhere in the pool, in any order). Entries past a sequence's last page are
+//!   never read.
+//! - `seq_lens`: `[batch]` i32, tokens in sequence `b` (≥ 1, may differ per entry). Logical page
+//!   `j` holds tokens `[j·P, (j+1)·P)`; the last page, `ceil(len/P) − 1`, may be partial. The
+//!   query sits at position `len − 1` (the newest token, already appended).
+//!
+//! ## Page metadata (per physical page and KV head), kept by `page_meta`
+//! - `meta_bounds`: `[num_pages, kv_heads, 2, head_dim]` in the K dtype: per-dimension min (row
+//!   0) and max (row 1) of the page's keys. Exact key values, so box bounds built from them are
+//!   rigorous. For d = 32, f16 this is one 128-byte line per (page, head).
+//! - `meta_moments`: `[num_pages, kv_heads, 2, head_dim]` in the K dtype: per-dimension mean
+//!   (row 0) and population standard deviation clamped to ≥ 1e-6 (row 1) — the Gaussian model
+//!   (spec §2.3, §5.1).
+//! - `sketch`: `[num_pages, kv_heads, page_size, head_dim·bits/32]` u32: each key quantized to
+//!   `bits` ∈ {4, 8} per dimension on the page's own affine range,
+//!   `code_i = round((k_i − min_i)/step_i)`, `step_i = (max_i − min_i)/(2^bits − 1)` (code 0 when
+//!   `max_i = min_i`), so `|k_i − (min_i + code_i·step_i)| ≤ step_i/2`. Dimension `i` is bits
+//!   `(i·bits) mod 32 ..` of word `i·bits/32` (low bits first).
+//!
+//! Metadata is defined for *full* pages. The last page of a sequence is never scored: every
+//! selector attends it in full, so its (possibly partial, possibly stale) metadata is never read.
+//!
+//! ## Selections (what a selector writes, what `decode_sparse` reads)
+//! - `sel_pages`: `[batch, kv_heads, max_pages]` i32 logical page ids, ascending, the last page
+//!   last; entries past the count are unspecified.
+//! - `sel_count`: `[batch, kv_heads]` i32, ≥ 1 (the last page is always selected).
+//!
+//! A selection is per KV head, shared by the query heads of its GQA group: a page is kept when
+//! any head of the group keeps it (the union), so a head never loses a page it needs; top-k ranks
+//! pages by the largest of the group's bounds.
+//!
+//! ## ALiBi
+//! Optional per-query-head slopes `[q_heads]` f32 (≥ 0): the score of token `j` gains
+//! `slope_h·(j − (len − 1))` (≤ 0), in score units before the `(α−1)` factor (spec §1.1).
+
+use crate::spec::{check_page_size, DecodeSpec, SpecError};
+use serde::{Deserialize, Serialize};
+
+/// Sketch widths.
+pub const SUPPORTED_SKETCH_BITS: [u32; 2] = [4, 8];
+
+/// A decode specialization over the paged cache.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PagedSpec {
+    pub decode: DecodeSpec,
+    pub page_size: u32,
+    /// Whether kernels take per-query-head ALiBi slopes.
+    pub alibi: bool,
+    /// Bits per dimension of the key sketch (4 or 8).
+    pub sketch_bits: u32,
+}
+
+impl PagedSpec {
+    pub fn new(decode: DecodeSpec, page_size: u32, alibi: bool, sketch_bits: u32) -> Result<Self, SpecError> {
+        check_page_size(page_size)?;
+        if !SUPPORTED_SKETCH_BITS.contains(&sketch_bits) {
+            return Err(SpecError::BadSketchBits(sketch_bits));
+        }
+        Ok(PagedSpec {
+            decode,
+            page_size,
+            alibi,
+            sketch_bits,
+        })
+    }
+    /// `<decode tag>_p16_nb` / `_p16_alibi`, plus `_s4` / `_s8` where the sketch matters.
+    pub fn tag(&self) -> String {
+        format!(
+            "{}_p{}_{}",
+            self.decode.tag(),
+            self.page_size,
+            if self.alibi { "alibi" } else { "nb" }
+        )
+    }
+    pub fn sketch_tag(&self) -> String {
+        format!("{}_s{}", self.tag(), self.sketch_bits)
+    }
+    /// u32 words of one token's sketch.
+    pub fn sketch_words(&self) -> u32 {
+        self.decode.head_dim * self.sketch_bits / 32
+    }
+}
+
+/// Sizes of a paged cache and of a batch using it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagedShape {
+    pub batch: u32,
+    pub kv_heads: u32,
+    /// Pages in the pool.
+    pub num_pages: u32,
+    /// Columns of the block table (pages a sequence may have).
+    pub max_pages: u32,
+}
+
+impl PagedShape {
+    pub fn q_heads(&self, spec: &PagedSpec) -> u32 {
+        self.kv_heads * spec.decode.group
+    }
+    /// Elements of `k_pool` (and `v_pool`).
+    pub fn pool_elems(&self, spec: &PagedSpec) -> u64 {
+        self.num_pages as u64 * self.kv_heads as u64 * spec.page_size as u64 * spec.decode.head_dim as u64
+    }
+    /// Elements of `meta_bounds` (and `meta_moments`).
+    pub fn meta_elems(&self, spec: &PagedSpec) -> u64 {
+        self.num_pages as u64 * self.kv_heads as u64 * 2 * spec.decode.head_dim as u64
+    }
+    /// u32 words of `sketch`.
+    pub fn sketch_words(&self, spec: &PagedSpec) -> u64 {
+        self.num_pages as u64 * self.kv_heads as u64 * spec.page_size as u64 * spec.sketch_words() as u64
+    }
+    /// Elements of `sel_pages`.
+    pub fn selection_elems(&self) -> u64 {
+        self.batch as u64 * self.kv_heads as u64 * self.max_pages as u64
+    }
+}
+
+/// Host-side validation of a batch before any launch: every sequence fits its block-table row
+/// and every referenced page exists. Returns the longest sequence.
+pub fn check_batch(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    seq_lens: &[i32],
+    block_table: &[i32],
+) -> Result<u32, SpecError> {
+    let p = spec.page_size as i64;
+    if seq_lens.len() != shape.batch as usize {
+        return Err(SpecError::BadShape(format!(
+            "seq_lens has {} entries for batch {}",
+            seq_lens.len(),
+            shape.batch
+        )));
+    }
+    if block_table.len() as u64 != shape.batch as u64 * shape.max_pages as u64 {
+        return Err(SpecError::BadShape(format!(
+            "block_table has {} entries, expected batch {} × max_pages {}",
+            block_table.len(),
+            shape.batch,
+            shape.max_pages
+        )));
+    }
+    let mut longest = 0;
+    for (b, &len) in seq_lens.iter().enumerate() {
+        if len < 1 {
+            return Err(SpecError::BadShape(format!(
+                "seq_lens[{b}] = {len} (must be ≥ 1)"
+            )));
+        }
+        let pages = (len as i64 + p - 1) / p;
+        if pages > shape.max_pages as i64 {
+            return Err(SpecError::BadShape(format!(
+                "seq_lens[{b}] = {len} needs {pages} pages, the block table has {}",
+                shape.max_pages
+            )));
+        }
+        for j in 0..pages as usize {
+            let page = block_table[b * shape.max_pages as usize + j];
+            if page < 0 || page as u32 >= shape.num_pages {
+                return Err(SpecError::BadShape(format!(
+                    "block_table[{b}][{j}] = {page} is outside the pool of {} pages",
+                    shape.num_pages
+                )));
+            }
+        }
+        longest = longest.max(len as u32);
+    }
+    Ok(longest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DType;
+
+    fn spec() -> PagedSpec {
+        PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap()
+    }
+
+    #[test]
+    fn sizes() {
+        let s = spec();
+        let shape = PagedShape {
+            batch: 2,
+            kv_heads: 3,
+            num_pages: 10,
+            max_pages: 4,
+        };
+        assert_eq!(s.sketch_words(), 4);
+        assert_eq!(shape.pool_elems(&s), 10 * 3 * 16 * 32);
+        assert_eq!(shape.meta_elems(&s), 10 * 3 * 2 * 32);
+        assert_eq!(shape.sketch_words(&s), 10 * 3 * 16 * 4);
+        assert!(PagedSpec::new(s.decode, 24, false, 4).is_err());
+        assert!(PagedSpec::new(s.decode, 16, false, 3).is_err());
+    }
+
+    #[test]
+    fn batch_checks_name_the_problem() {
+        let s = spec();
+        let shape = PagedShape {
+            batch: 2,
+            kv_heads: 1,
+            num_pages: 4,
+            max_pages: 2,
+        };
+        assert_eq!(check_batch(&s, &shape, &[17, 3], &[0, 1, 2, -1]).unwrap(), 17);
+        let e = |lens: &[i32], bt: &[i32]| check_batch(&s, &shape, lens, bt).unwrap_err().to_string();
+        assert!(e(&[0, 3], &[0, 1, 2, 3]).contains("seq_lens[0] = 0"));
+        assert!(e(&[33, 3], &[0, 1, 2, 3]).contains("needs 3 pages"));
+        assert!(e(&[17, 3], &[0, 4, 2, 3]).contains("block_table[0][1] = 4"));
+        assert!(e(&[17], &[0, 1, 2, 3]).contains("seq_lens has 1 entries"));
+        assert!(e(&[17, 3], &[0, 1, 2]).contains("block_table has 3 entries"));
+    }
+}

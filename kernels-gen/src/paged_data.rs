@@ -1,0 +1,293 @@
+//! Seeded paged-cache test problems (layout: `entkv_abi::paged`) and their float64 reference.
+//!
+//! Pages of every sequence are scattered over a pool larger than needed; pool pages no sequence
+//! owns, and the slots past the end of every last page, hold NaN, so a kernel that reads a byte
+//! it should not turns its output NaN and fails the check.
+
+use crate::data::{normal, Tensor};
+use crate::reference::{attend, DecodeReference};
+use entkv_abi::{PagedShape, PagedSpec};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+/// What the keys look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyData {
+    /// q, K, V iid N(0, 1) (BENCH.md `paper`).
+    Normal,
+    /// BENCH.md `peaked`: keys coherent within a page (page centroid + noise 0.3), centroids
+    /// drifting along the sequence (AR(1), ρ = 0.9), and a few pages (1 in 200, at least 2)
+    /// whose centroid points along the group's first query, so page bounds are informative and
+    /// the support sits in few pages.
+    Peaked,
+    /// Every key of a head is the same vector: all scores tie.
+    Ties,
+    /// One key per head points along q with a large norm: a support of one token.
+    Dominant,
+    /// Keys scaled by 300.
+    Extreme,
+}
+
+#[derive(Clone, Debug)]
+pub struct PagedCase {
+    pub spec: PagedSpec,
+    pub kv_heads: u32,
+    /// Tokens per sequence (the batch size is its length).
+    pub seq_lens: Vec<u32>,
+    pub seed: u64,
+    pub data: KeyData,
+    /// Pool pages beyond those the batch uses (unowned, NaN-filled).
+    pub spare_pages: u32,
+}
+
+/// A paged cache and a batch of queries, as the GPU holds them, with exact f64 values.
+#[derive(Clone, Debug)]
+pub struct PagedInputs {
+    pub shape: PagedShape,
+    /// `[batch, q_heads, d]`.
+    pub q: Tensor,
+    /// `[num_pages, kv_heads, page_size, d]`.
+    pub k_pool: Tensor,
+    pub v_pool: Tensor,
+    /// `[batch, max_pages]`, −1 past each sequence's last page.
+    pub block_table: Vec<i32>,
+    pub seq_lens: Vec<i32>,
+    /// `[q_heads]`, empty without ALiBi.
+    pub alibi_slopes: Vec<f32>,
+}
+
+impl PagedCase {
+    pub fn batch(&self) -> u32 {
+        self.seq_lens.len() as u32
+    }
+
+    pub fn q_heads(&self) -> u32 {
+        self.kv_heads * self.spec.decode.group
+    }
+
+    pub fn inputs(&self) -> PagedInputs {
+        let spec = &self.spec;
+        let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
+        let hkv = self.kv_heads as usize;
+        let group = spec.decode.group as usize;
+        let pages_of = |len: u32| (len as usize).div_ceil(p);
+        let max_pages = self
+            .seq_lens
+            .iter()
+            .map(|&l| pages_of(l))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let used: usize = self.seq_lens.iter().map(|&l| pages_of(l)).sum();
+        let num_pages = used + self.spare_pages as usize;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ 0x9a9e);
+        let mut perm: Vec<i32> = (0..num_pages as i32).collect();
+        perm.shuffle(&mut rng);
+        let mut block_table = vec![-1; self.seq_lens.len() * max_pages];
+        let mut next = 0;
+        for (b, &len) in self.seq_lens.iter().enumerate() {
+            for j in 0..pages_of(len) {
+                block_table[b * max_pages + j] = perm[next];
+                next += 1;
+            }
+        }
+        let q_heads = hkv * group;
+        let q_raw = normal(self.seed, self.seq_lens.len() * q_heads * d);
+        let pool_elems = num_pages * hkv * p * d;
+        let mut k = vec![f64::NAN; pool_elems];
+        let mut v = vec![f64::NAN; pool_elems];
+        for (b, &len) in self.seq_lens.iter().enumerate() {
+            let len = len as usize;
+            for kvh in 0..hkv {
+                let seed = self.seed ^ ((b * 1000 + kvh) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let qg = &q_raw[(b * q_heads + kvh * group) * d..][..d];
+                let keys = self.keys(seed, len, qg);
+                let vals = normal(seed ^ 0x5555, len * d);
+                for t in 0..len {
+                    let page = block_table[b * max_pages + t / p] as usize;
+                    let at = ((page * hkv + kvh) * p + t % p) * d;
+                    k[at..at + d].copy_from_slice(&keys[t * d..][..d]);
+                    v[at..at + d].copy_from_slice(&vals[t * d..][..d]);
+                }
+            }
+        }
+        let alibi_slopes = if spec.alibi {
+            (1..=q_heads)
+                .map(|i| (-8.0 * i as f64 / q_heads as f64).exp2() as f32)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        PagedInputs {
+            shape: PagedShape {
+                batch: self.batch(),
+                kv_heads: self.kv_heads,
+                num_pages: num_pages as u32,
+                max_pages: max_pages as u32,
+            },
+            q: Tensor::from_f64(spec.decode.q_dtype, &q_raw),
+            k_pool: Tensor::from_f64(spec.decode.kv_dtype, &k),
+            v_pool: Tensor::from_f64(spec.decode.kv_dtype, &v),
+            block_table,
+            seq_lens: self.seq_lens.iter().map(|&l| l as i32).collect(),
+            alibi_slopes,
+        }
+    }
+
+    /// Keys of one (sequence, KV head), `[len, d]` in logical order.
+    fn keys(&self, seed: u64, len: usize, q: &[f64]) -> Vec<f64> {
+        let d = self.spec.decode.head_dim as usize;
+        let p = self.spec.page_size as usize;
+        let mut k = normal(seed ^ 0xaaaa, len * d);
+        match self.data {
+            KeyData::Normal => {}
+            KeyData::Ties => {
+                let first: Vec<f64> = k[..d].to_vec();
+                for row in k.chunks_mut(d) {
+                    row.copy_from_slice(&first);
+                }
+            }
+            KeyData::Dominant => {
+                let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
+                let t = len / 2;
+                for (x, qx) in k[t * d..][..d].iter_mut().zip(q) {
+                    *x = 12.0 * qx / norm * (d as f64).sqrt();
+                }
+            }
+            KeyData::Extreme => k.iter_mut().for_each(|x| *x *= 300.0),
+            KeyData::Peaked => {
+                let pages = len.div_ceil(p);
+                let walk = normal(seed ^ 0x7777, pages * d);
+                let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
+                let hot = (pages / 200).max(2).min(pages);
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x4242);
+                let mut order: Vec<usize> = (0..pages).collect();
+                order.shuffle(&mut rng);
+                let hot: Vec<usize> = order[..hot].to_vec();
+                let (rho, noise) = (0.9f64, 0.3f64);
+                let mut c = walk[..d].to_vec();
+                for j in 0..pages {
+                    if j > 0 {
+                        for (ci, w) in c.iter_mut().zip(&walk[j * d..][..d]) {
+                            *ci = rho * *ci + (1.0 - rho * rho).sqrt() * w;
+                        }
+                    }
+                    let centroid: Vec<f64> = if hot.contains(&j) {
+                        q.iter().map(|x| 2.5 * x / norm * (d as f64).sqrt()).collect()
+                    } else {
+                        c.clone()
+                    };
+                    for t in j * p..((j + 1) * p).min(len) {
+                        for i in 0..d {
+                            k[t * d + i] = centroid[i] + noise * k[t * d + i];
+                        }
+                    }
+                }
+            }
+        }
+        k
+    }
+}
+
+impl PagedInputs {
+    fn row<'a>(&self, pool: &'a Tensor, spec: &PagedSpec, b: usize, kvh: usize, t: usize) -> &'a [f64] {
+        let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
+        let page = self.block_table[b * self.shape.max_pages as usize + t / p] as usize;
+        let at = ((page * self.shape.kv_heads as usize + kvh) * p + t % p) * d;
+        &pool.values[at..at + d]
+    }
+    pub fn key(&self, spec: &PagedSpec, b: usize, kvh: usize, t: usize) -> &[f64] {
+        self.row(&self.k_pool, spec, b, kvh, t)
+    }
+    pub fn value(&self, spec: &PagedSpec, b: usize, kvh: usize, t: usize) -> &[f64] {
+        self.row(&self.v_pool, spec, b, kvh, t)
+    }
+    /// ALiBi term (score units) of token `t` for query head `h` of a sequence of `len` tokens.
+    pub fn alibi(&self, h: usize, t: usize, len: usize) -> f64 {
+        self.alibi_slopes
+            .get(h)
+            .map_or(0.0, |&s| s as f64 * (t as f64 - (len as f64 - 1.0)))
+    }
+}
+
+/// Full-cache entmax attention of every (sequence, query head) over the paged cache.
+pub fn paged_reference(spec: &PagedSpec, x: &PagedInputs) -> DecodeReference {
+    let d = spec.decode.head_dim as usize;
+    let group = spec.decode.group as usize;
+    let q_heads = x.shape.kv_heads as usize * group;
+    let mut heads = Vec::new();
+    for (b, &len) in x.seq_lens.iter().enumerate() {
+        let len = len as usize;
+        for h in 0..q_heads {
+            let kvh = h / group;
+            let keys: Vec<&[f64]> = (0..len).map(|t| x.key(spec, b, kvh, t)).collect();
+            let values: Vec<&[f64]> = (0..len).map(|t| x.value(spec, b, kvh, t)).collect();
+            let bias: Vec<f64> = if x.alibi_slopes.is_empty() {
+                Vec::new()
+            } else {
+                (0..len).map(|t| x.alibi(h, t, len)).collect()
+            };
+            let q = &x.q.values[(b * q_heads + h) * d..][..d];
+            heads.push(attend(q, &keys, &values, &bias, spec.decode.alpha));
+        }
+    }
+    DecodeReference { heads }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use entkv_abi::{check_batch, DType, DecodeSpec};
+
+    fn case(data: KeyData) -> PagedCase {
+        let decode = DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap();
+        PagedCase {
+            spec: PagedSpec::new(decode, 16, true, 4).unwrap(),
+            kv_heads: 2,
+            seq_lens: vec![1, 16, 37, 100],
+            seed: 3,
+            data,
+            spare_pages: 5,
+        }
+    }
+
+    #[test]
+    fn layout_is_valid_and_unowned_memory_is_nan() {
+        let c = case(KeyData::Normal);
+        let x = c.inputs();
+        assert_eq!(
+            check_batch(&c.spec, &x.shape, &x.seq_lens, &x.block_table).unwrap(),
+            100
+        );
+        assert_eq!(x.shape.num_pages, 1 + 1 + 3 + 7 + 5);
+        // Every owned token is finite, every other pool element NaN.
+        let finite = x.k_pool.values.iter().filter(|v| v.is_finite()).count();
+        let tokens: u32 = c.seq_lens.iter().sum();
+        assert_eq!(finite, tokens as usize * 2 * 32);
+        assert_eq!(x.alibi_slopes.len(), 4);
+        let r = paged_reference(&c.spec, &x);
+        assert_eq!(r.heads.len(), 4 * 4);
+        for h in &r.heads {
+            assert!(h.out.iter().all(|v| v.is_finite()) && h.support >= 1);
+        }
+    }
+
+    #[test]
+    fn peaked_keys_concentrate_the_support() {
+        let mut c = case(KeyData::Peaked);
+        c.seq_lens = vec![4000];
+        c.spec.alibi = false;
+        let x = c.inputs();
+        let r = paged_reference(&c.spec, &x);
+        // The support of the group's first head lies in few pages.
+        let h = &r.heads[0];
+        let pages: std::collections::BTreeSet<usize> =
+            h.z.iter()
+                .enumerate()
+                .filter(|(_, &z)| z > h.tau)
+                .map(|(t, _)| t / 16)
+                .collect();
+        assert!(pages.len() <= 4, "support spread over {} pages", pages.len());
+    }
+}

@@ -1,0 +1,55 @@
+//! The correctness suite: every kernel's test cases as [`KernelCheck`]s, each a [`Program`]
+//! plus a verification against a float64 reference. `cargo test` runs the suite in the
+//! interpreter; `entkv gpu-check` runs the same checks on the GPU.
+
+use crate::program::{Program, ProgramError};
+use crate::KernelGenError;
+use thiserror::Error;
+
+/// Whether a run matched its reference, and the numbers behind the verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub passed: bool,
+    pub detail: String,
+}
+
+impl Outcome {
+    pub fn new(passed: bool, detail: impl Into<String>) -> Outcome {
+        Outcome {
+            passed,
+            detail: detail.into(),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum SuiteError {
+    #[error(transparent)]
+    Gen(#[from] KernelGenError),
+    #[error(transparent)]
+    Program(#[from] ProgramError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One test case of one kernel (or of a pipeline of kernels).
+pub trait KernelCheck {
+    /// Unique, descriptive: kernel, specialization, shape, data.
+    fn name(&self) -> String;
+    /// The buffers and calls to run (outputs poisoned).
+    fn program(&self) -> Result<Program, SuiteError>;
+    /// Compare the program's buffers after the run with the reference.
+    fn verify(&self, ran: &Program) -> Outcome;
+}
+
+/// Run one check in the interpreter.
+pub fn run_interp(check: &dyn KernelCheck) -> Result<Outcome, SuiteError> {
+    let mut p = check.program()?;
+    p.run_interp()?;
+    Ok(check.verify(&p))
+}
+
+/// Every registered check.
+pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
+    Vec::new()
+}
