@@ -102,12 +102,6 @@ impl DenseTile {
                 return Err(bad(format!("{name} = {t} must be a multiple of 32 in 32..=1024")));
             }
         }
-        if self.finish_threads < spec.head_dim {
-            return Err(bad(format!(
-                "finish_threads = {} must be at least head_dim = {}",
-                self.finish_threads, spec.head_dim
-            )));
-        }
         let l = self.lanes_per_token;
         if !l.is_power_of_two() || l > 32 || spec.head_dim % l != 0 {
             return Err(bad(format!(
@@ -238,13 +232,38 @@ pub fn dense_finish_geometry(spec: &DecodeSpec, tile: &DenseTile, shape: &DenseS
     }
 }
 
-/// Entry names: `decode_dense_score__<spec>__<tile>` and `decode_dense_finish__<spec>__<tile>`.
+/// Entry names of the contiguous pair: `decode_contiguous_{score,finish}__<spec>__<tile>`.
 pub fn dense_entry_names(spec: &DecodeSpec, tile: &DenseTile) -> (String, String) {
     let suffix = format!("{}__{}", spec.tag(), tile.tag());
     (
-        format!("decode_dense_score__{suffix}"),
-        format!("decode_dense_finish__{suffix}"),
+        format!("decode_contiguous_score__{suffix}"),
+        format!("decode_contiguous_finish__{suffix}"),
     )
+}
+
+/// Entry names of the paged decode pair: `decode_dense_{score,finish}__<paged spec>__<tile>` over
+/// every page, `decode_sparse_…` over the selected pages.
+pub fn paged_decode_entry_names(
+    spec: &crate::PagedSpec,
+    tile: &DenseTile,
+    selected: bool,
+) -> (String, String) {
+    let kind = if selected { "decode_sparse" } else { "decode_dense" };
+    let suffix = format!("{}__{}", spec.tag(), tile.tag());
+    (
+        format!("{kind}_score__{suffix}"),
+        format!("{kind}_finish__{suffix}"),
+    )
+}
+
+/// Score-pass geometry of the paged decodes: the plan covers the longest walk (the longest
+/// sequence, or the largest possible selection).
+pub fn paged_score_geometry(tile: &DenseTile, batch: u32, kv_heads: u32, plan: &DensePlan) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [plan.splits, kv_heads, batch],
+        block: tile.threads,
+        shared_bytes: 0,
+    }
 }
 
 #[cfg(test)]

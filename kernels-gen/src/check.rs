@@ -219,7 +219,7 @@ pub mod interp {
     //! Running a dense decode case in the CPU interpreter.
 
     use super::*;
-    use crate::decode_dense::{finish_kernel, score_kernel};
+    use crate::decode::contiguous_kernels;
     use crate::KernelGenError;
     use entkv_abi::{dense_finish_geometry, dense_score_geometry, DType};
     use entkv_dsl::interp::{run, Arg, HostBuffer, InterpError, LaunchDims, RunStats, ScalarValue};
@@ -251,8 +251,7 @@ pub mod interp {
 
     /// Run both kernels in the interpreter with poisoned outputs and workspace.
     pub fn run_dense(case: &DenseCase, x: &DenseInputs) -> Result<(DenseOutputs, DenseRunStats), RunError> {
-        let score = score_kernel(&case.spec, &case.tile)?;
-        let finish = finish_kernel(&case.spec, &case.tile)?;
+        let [score, finish] = contiguous_kernels(&case.spec, &case.tile)?;
         let plan = case.plan().map_err(KernelGenError::from)?;
         let ws = case.workspace(&plan);
         let heads = case.shape.batch as usize * case.q_heads();

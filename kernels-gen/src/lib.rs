@@ -8,13 +8,17 @@
 
 pub mod check;
 pub mod data;
-pub mod decode_dense;
+pub mod decode;
+pub mod decode_checks;
 pub mod entmax;
 pub mod fill;
+pub mod finish;
 pub mod paged_data;
 pub mod program;
 pub mod reference;
+pub mod stream;
 pub mod suite;
+pub mod tokens;
 
 use entkv_abi::{DType, DecodeSpec, DenseTile, SpecError};
 use entkv_dsl::{DslError, Kernel, Scalar};
@@ -51,13 +55,10 @@ pub fn modules_for(spec: &DecodeSpec) -> Result<Vec<KernelModule>, KernelGenErro
     Ok(vec![dense_module(spec, &tile)?])
 }
 
-/// The dense decode pair (score + finish) for one tile config.
+/// The contiguous-cache decode pair (score + finish) for one tile config.
 pub fn dense_module(spec: &DecodeSpec, tile: &DenseTile) -> Result<KernelModule, KernelGenError> {
     Ok(KernelModule {
-        name: "decode_dense",
-        kernels: vec![
-            decode_dense::score_kernel(spec, tile)?,
-            decode_dense::finish_kernel(spec, tile)?,
-        ],
+        name: "decode_contiguous",
+        kernels: decode::contiguous_kernels(spec, tile)?.into(),
     })
 }

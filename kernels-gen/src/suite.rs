@@ -51,5 +51,7 @@ pub fn run_interp(check: &dyn KernelCheck) -> Result<Outcome, SuiteError> {
 
 /// Every registered check.
 pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
-    Vec::new()
+    let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
+    v.extend(crate::decode_checks::checks());
+    v
 }

@@ -1,0 +1,408 @@
+//! Suite checks of the paged decodes: `decode_dense` (every page) against full-cache entmax,
+//! and `decode_sparse` (given selections) against entmax over the selected tokens — and, for a
+//! selection that covers the support, against full-cache entmax too (Prop. 3.2: exact).
+
+use crate::check::{compare, DenseOutputs};
+use crate::decode::paged_kernels;
+use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
+use crate::program::{ArgRef, Program};
+use crate::reference::{attend, DecodeReference};
+use crate::suite::{KernelCheck, Outcome, SuiteError};
+use crate::{data::Tensor, scalar_of};
+use entkv_abi::{
+    dense_finish_geometry, dense_plan, dense_workspace, paged_score_geometry, DType, DecodeSpec, DensePlan,
+    DenseShape, DenseTile, PagedSpec,
+};
+use entkv_dsl::interp::HostBuffer;
+use entkv_dsl::Scalar;
+use std::rc::Rc;
+
+/// Which pages a sparse decode is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Every page (the dense decode).
+    All,
+    /// Every `k`-th page plus the last.
+    Strided(usize),
+    /// The pages holding the full-cache support, plus the last: the output must be exact.
+    Support,
+}
+
+pub struct PagedDecodeCheck {
+    pub case: PagedCase,
+    pub tile: DenseTile,
+    pub selection: Selection,
+    /// SMs the split plan assumes (small values give several chunks per split).
+    pub sm_count: u32,
+}
+
+/// Host buffer of a tensor in its storage type.
+pub fn host_tensor(t: &Tensor) -> HostBuffer {
+    match t.dtype {
+        DType::F16 => HostBuffer::F16(t.to_f16()),
+        DType::BF16 => HostBuffer::BF16(t.to_bf16()),
+        DType::F32 => HostBuffer::F32(t.to_f32()),
+    }
+}
+
+/// The q, pools, block table, lengths and slopes of a paged problem as program buffers.
+pub fn add_paged_inputs(p: &mut Program, x: &PagedInputs) {
+    p.buffer("q", host_tensor(&x.q));
+    p.buffer("k_pool", host_tensor(&x.k_pool));
+    p.buffer("v_pool", host_tensor(&x.v_pool));
+    p.buffer("block_table", HostBuffer::I32(x.block_table.clone()));
+    p.buffer("seq_lens", HostBuffer::I32(x.seq_lens.clone()));
+    if !x.alibi_slopes.is_empty() {
+        p.buffer("alibi_slopes", HostBuffer::F32(x.alibi_slopes.clone()));
+    }
+}
+
+impl PagedDecodeCheck {
+    fn spec(&self) -> &PagedSpec {
+        &self.case.spec
+    }
+
+    /// Selected logical pages per (sequence, KV head), ascending, the last page last.
+    fn pages(&self, x: &PagedInputs, full: &DecodeReference) -> Vec<Vec<Vec<i32>>> {
+        let p = self.spec().page_size as usize;
+        let group = self.spec().decode.group as usize;
+        let hkv = x.shape.kv_heads as usize;
+        x.seq_lens
+            .iter()
+            .enumerate()
+            .map(|(b, &len)| {
+                let pages = (len as usize).div_ceil(p);
+                (0..hkv)
+                    .map(|kvh| {
+                        let mut keep: Vec<bool> = match self.selection {
+                            Selection::All => vec![true; pages],
+                            Selection::Strided(s) => (0..pages).map(|j| j % s == 1).collect(),
+                            Selection::Support => {
+                                let mut keep = vec![false; pages];
+                                for g in 0..group {
+                                    let h = &full.heads[b * hkv * group + kvh * group + g];
+                                    for (t, &z) in h.z.iter().enumerate() {
+                                        if z > h.tau {
+                                            keep[t / p] = true;
+                                        }
+                                    }
+                                }
+                                keep
+                            }
+                        };
+                        keep[pages - 1] = true;
+                        (0..pages as i32).filter(|&j| keep[j as usize]).collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn plan(&self, x: &PagedInputs) -> Result<DensePlan, SuiteError> {
+        let p = self.spec().page_size as u64;
+        let n = x.shape.max_pages as u64 * p;
+        Ok(dense_plan(
+            &self.tile,
+            &DenseShape {
+                batch: x.shape.batch,
+                kv_heads: x.shape.kv_heads,
+                n,
+            },
+            self.sm_count,
+        )
+        .map_err(crate::KernelGenError::from)?)
+    }
+}
+
+impl KernelCheck for PagedDecodeCheck {
+    fn name(&self) -> String {
+        let s = self.spec();
+        format!(
+            "decode {:?} α={} d={} g={} P={} {}{} lens={:?} {:?} {}",
+            self.selection,
+            s.decode.alpha,
+            s.decode.head_dim,
+            s.decode.group,
+            s.page_size,
+            s.decode.kv_dtype,
+            if s.alibi { " alibi" } else { "" },
+            self.case.seq_lens,
+            self.case.data,
+            self.tile.tag()
+        )
+    }
+
+    fn program(&self) -> Result<Program, SuiteError> {
+        let spec = self.spec();
+        let x = self.case.inputs();
+        let full = paged_reference(spec, &x);
+        let selected = self.selection != Selection::All;
+        let [score, finish] = paged_kernels(spec, &self.tile, selected)?;
+        let plan = self.plan(&x)?;
+        let shape = DenseShape {
+            batch: x.shape.batch,
+            kv_heads: x.shape.kv_heads,
+            n: plan.split_len * plan.splits as u64,
+        };
+        let ws = dense_workspace(&spec.decode, &shape, &plan);
+        let heads = (x.shape.batch * x.shape.q_heads(spec)) as usize;
+        let d = spec.decode.head_dim as usize;
+        let mut p = Program::new();
+        add_paged_inputs(&mut p, &x);
+        if selected {
+            let mp = x.shape.max_pages as usize;
+            let mut sel = vec![-7; x.shape.selection_elems() as usize];
+            let mut count = Vec::new();
+            for (b, per_head) in self.pages(&x, &full).iter().enumerate() {
+                for (kvh, pages) in per_head.iter().enumerate() {
+                    let row = (b * x.shape.kv_heads as usize + kvh) * mp;
+                    sel[row..row + pages.len()].copy_from_slice(pages);
+                    count.push(pages.len() as i32);
+                }
+            }
+            p.buffer("sel_pages", HostBuffer::I32(sel));
+            p.buffer("sel_count", HostBuffer::I32(count));
+        }
+        p.poisoned("cand_z", Scalar::F32, ws.cand_elems as usize)
+            .poisoned("cand_idx", Scalar::I32, ws.cand_elems as usize)
+            .poisoned("cand_count", Scalar::I32, ws.split_elems as usize)
+            .poisoned("cand_lb", Scalar::F32, ws.split_elems as usize)
+            .poisoned("out", scalar_of(spec.decode.out_dtype), heads * d)
+            .poisoned("tau", Scalar::F32, heads)
+            .poisoned("support", Scalar::I32, heads);
+        let mut score_args = vec![
+            ArgRef::buf("q"),
+            ArgRef::buf("k_pool"),
+            ArgRef::buf("block_table"),
+            ArgRef::buf("seq_lens"),
+        ];
+        if selected {
+            score_args.extend([ArgRef::buf("sel_pages"), ArgRef::buf("sel_count")]);
+        }
+        if spec.alibi {
+            score_args.push(ArgRef::buf("alibi_slopes"));
+        }
+        score_args.extend([
+            ArgRef::buf("cand_z"),
+            ArgRef::buf("cand_idx"),
+            ArgRef::buf("cand_count"),
+            ArgRef::buf("cand_lb"),
+            ArgRef::I32(x.shape.max_pages as i32),
+            ArgRef::I32(plan.chunks_per_split as i32),
+        ]);
+        let g1 = paged_score_geometry(&self.tile, x.shape.batch, x.shape.kv_heads, &plan);
+        p.call(Rc::new(score), g1, score_args);
+        let g2 = dense_finish_geometry(&spec.decode, &self.tile, &shape);
+        p.call(
+            Rc::new(finish),
+            g2,
+            vec![
+                ArgRef::buf("cand_z"),
+                ArgRef::buf("cand_idx"),
+                ArgRef::buf("cand_count"),
+                ArgRef::buf("cand_lb"),
+                ArgRef::buf("v_pool"),
+                ArgRef::buf("block_table"),
+                ArgRef::buf("seq_lens"),
+                ArgRef::buf("out"),
+                ArgRef::buf("tau"),
+                ArgRef::buf("support"),
+                ArgRef::I32(plan.splits as i32),
+                ArgRef::I64(plan.split_len as i64),
+                ArgRef::I32(x.shape.max_pages as i32),
+            ],
+        );
+        Ok(p)
+    }
+
+    fn verify(&self, ran: &Program) -> Outcome {
+        let spec = self.spec();
+        let x = self.case.inputs();
+        let full = paged_reference(spec, &x);
+        let reference = match self.selection {
+            Selection::All => full.clone(),
+            _ => selected_reference(spec, &x, &self.pages(&x, &full)),
+        };
+        let got = DenseOutputs {
+            out: ran.get("out").to_f64_vec(),
+            tau: ran.get("tau").to_f64_vec(),
+            support: ran
+                .get("support")
+                .to_f64_vec()
+                .into_iter()
+                .map(|v| v as i64)
+                .collect(),
+        };
+        let c = compare(&reference, &got, None);
+        let mut passed = c.passed;
+        let mut detail = format!(
+            "rel err {:.2e}, τ err {:.2e}, support ≤ {}, mismatches {}, non-finite {} ({} heads)",
+            c.max_rel_err, c.max_tau_err, c.max_support, c.support_mismatches, c.non_finite, c.heads
+        );
+        if self.selection == Selection::Support {
+            // Covering the support makes the sparse decode exact (Prop. 3.2).
+            let e = compare(&full, &got, None);
+            passed &= e.passed;
+            detail.push_str(&format!(
+                "; vs full cache: rel err {:.2e}, passed {}",
+                e.max_rel_err, e.passed
+            ));
+        }
+        Outcome::new(passed, detail)
+    }
+}
+
+/// Entmax over the selected tokens of each head.
+fn selected_reference(spec: &PagedSpec, x: &PagedInputs, pages: &[Vec<Vec<i32>>]) -> DecodeReference {
+    let p = spec.page_size as usize;
+    let d = spec.decode.head_dim as usize;
+    let group = spec.decode.group as usize;
+    let q_heads = x.shape.kv_heads as usize * group;
+    let mut heads = Vec::new();
+    for (b, &len) in x.seq_lens.iter().enumerate() {
+        let len = len as usize;
+        for h in 0..q_heads {
+            let kvh = h / group;
+            let toks: Vec<usize> = pages[b][kvh]
+                .iter()
+                .flat_map(|&j| (j as usize * p..(j as usize + 1) * p).filter(|&t| t < len))
+                .collect();
+            let keys: Vec<&[f64]> = toks.iter().map(|&t| x.key(spec, b, kvh, t)).collect();
+            let values: Vec<&[f64]> = toks.iter().map(|&t| x.value(spec, b, kvh, t)).collect();
+            let bias: Vec<f64> = if x.alibi_slopes.is_empty() {
+                Vec::new()
+            } else {
+                toks.iter().map(|&t| x.alibi(h, t, len)).collect()
+            };
+            let q = &x.q.values[(b * q_heads + h) * d..][..d];
+            heads.push(attend(q, &keys, &values, &bias, spec.decode.alpha));
+        }
+    }
+    DecodeReference { heads }
+}
+
+/// The paged-decode checks: each axis value at least once, odd sizes, scattered pages.
+pub fn checks() -> Vec<Box<dyn KernelCheck>> {
+    let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
+    let mk =
+        |alpha: f64, d: u32, g: u32, p: u32, dtype: DType, alibi: bool, lens: Vec<u32>, data: KeyData| {
+            let decode = DecodeSpec::new(alpha, d, g, dtype).expect("spec");
+            PagedCase {
+                spec: PagedSpec::new(decode, p, alibi, 4).expect("paged spec"),
+                kv_heads: 2,
+                seq_lens: lens,
+                seed: 11 + d as u64 + p as u64 + g as u64,
+                data,
+                spare_pages: 3,
+            }
+        };
+    let small_tile = |spec: &DecodeSpec| DenseTile {
+        threads: 64,
+        tokens_per_group: 2,
+        finish_threads: 64,
+        finish_capacity: 64,
+        ..DenseTile::default_for(spec)
+    };
+    let lens = vec![1, 16, 300, 777];
+    let cases = vec![
+        (
+            mk(1.5, 32, 1, 16, DType::F16, false, lens.clone(), KeyData::Normal),
+            Selection::All,
+        ),
+        (
+            mk(2.0, 32, 3, 16, DType::F16, true, lens.clone(), KeyData::Normal),
+            Selection::All,
+        ),
+        (
+            mk(
+                4.0 / 3.0,
+                64,
+                2,
+                32,
+                DType::BF16,
+                false,
+                vec![33, 64, 500],
+                KeyData::Peaked,
+            ),
+            Selection::All,
+        ),
+        (
+            mk(
+                1.25,
+                128,
+                1,
+                64,
+                DType::BF16,
+                true,
+                vec![65, 200],
+                KeyData::Normal,
+            ),
+            Selection::All,
+        ),
+        (
+            mk(1.5, 32, 4, 16, DType::F16, false, vec![17, 250], KeyData::Ties),
+            Selection::All,
+        ),
+        (
+            mk(
+                1.5,
+                32,
+                8,
+                32,
+                DType::BF16,
+                false,
+                vec![100, 40],
+                KeyData::Dominant,
+            ),
+            Selection::All,
+        ),
+        (
+            mk(2.0, 32, 1, 16, DType::F16, false, vec![5, 300], KeyData::Extreme),
+            Selection::All,
+        ),
+        (
+            mk(1.5, 32, 1, 16, DType::F16, false, lens.clone(), KeyData::Normal),
+            Selection::Strided(3),
+        ),
+        (
+            mk(2.0, 64, 2, 32, DType::BF16, true, vec![700, 90], KeyData::Peaked),
+            Selection::Strided(2),
+        ),
+        (
+            mk(
+                1.5,
+                32,
+                3,
+                16,
+                DType::F16,
+                false,
+                vec![1000, 333],
+                KeyData::Peaked,
+            ),
+            Selection::Support,
+        ),
+        (
+            mk(1.5, 32, 1, 64, DType::F16, true, vec![900], KeyData::Normal),
+            Selection::Support,
+        ),
+    ];
+    for (case, selection) in cases {
+        let tile = DenseTile::default_for(&case.spec.decode);
+        let small = small_tile(&case.spec.decode);
+        v.push(Box::new(PagedDecodeCheck {
+            case: case.clone(),
+            tile,
+            selection,
+            sm_count: 132,
+        }));
+        // Small tiles, a small assumed GPU: several chunks per split, several splits, and
+        // candidates beyond the finish pass's shared staging.
+        v.push(Box::new(PagedDecodeCheck {
+            case,
+            tile: small,
+            selection,
+            sm_count: 1,
+        }));
+    }
+    v
+}

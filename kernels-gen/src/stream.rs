@@ -1,0 +1,235 @@
+//! The candidate stream of a score pass: per query head, a running lower bound on the entmax
+//! threshold of the tokens seen so far and the *candidates* that may still be in the support,
+//! kept in the split's workspace segment and pruned as the bound rises.
+//!
+//! Each token arrives with a lower and an upper bound on its entmax-space score (`lb ≤ z ≤ ub`;
+//! both are `z` itself for exact scores). The bound is a lower bound on the threshold of the
+//! *lower bounds* — which is ≤ the true threshold, because the threshold is monotone in every
+//! score — and a token is kept while its upper bound exceeds it. So the kept set always contains
+//! every token whose true score can exceed the threshold of the whole sequence:
+//! - `lo ≥ max(lb) − 1` (the largest score alone forces `τ ≥ max − 1`);
+//! - Newton steps on the seen tokens' `f(τ) = Σ [lb − τ]_+^β − 1` (evaluated over the segment,
+//!   which holds every seen token with `lb > lo`) move `lo` only to points where `f ≥ 0` was
+//!   computed; for α ≤ 2 `f` is convex and Newton from below never passes the root, and the
+//!   bracket handles other α;
+//! - a subset's threshold never exceeds the whole's, so a split's bound is a bound for the whole
+//!   sequence.
+
+use crate::entmax::{newton_update, threshold_terms};
+use entkv_abi::{DecodeSpec, DenseTile};
+use entkv_dsl::*;
+
+/// One query head's segment in the workspace.
+pub struct Segment {
+    /// Element offset of the segment (i64).
+    pub base: Var,
+    /// Candidates in the segment (i32, block-uniform).
+    pub count: Var,
+    /// Running lower bound on the threshold (block-uniform).
+    pub lo: Var,
+    /// Largest lower bound seen (block-uniform): `f(hi) < 0` there.
+    pub hi: Var,
+    /// Next point to test as a bound (block-uniform, in `[lo, hi]`).
+    pub probe: Var,
+}
+
+/// Workspace buffers of the candidates: lower bound (the score itself for exact scores),
+/// optional upper bound, and token position.
+#[derive(Clone, Copy)]
+pub struct CandidateBufs {
+    pub lb: Buf,
+    pub ub: Option<Buf>,
+    pub idx: Buf,
+    pub count: Buf,
+    pub bound: Buf,
+}
+
+/// One chunk's tokens for one head: `(lower, upper)` score bounds per token of this lane
+/// group (−∞ for invalid tokens), the token positions, and whether this lane counts them.
+pub struct ChunkScores {
+    pub bounds: Vec<Vec<(Var, Var)>>,
+    pub positions: Vec<Var>,
+    pub owner: Var,
+}
+
+pub struct Stream<'a> {
+    pub spec: &'a DecodeSpec,
+    pub tile: &'a DenseTile,
+    pub bufs: CandidateBufs,
+    pub segs: Vec<Segment>,
+    /// Shared scratch: `warps × 2 × group` f32 and `warps` i32.
+    pub red: Buf,
+    pub scan: Buf,
+}
+
+impl<'a> Stream<'a> {
+    /// Declare the shared scratch and one empty segment per head; `seg_index(g)` is the
+    /// segment number of head `g` and `seg_len` the segment capacity (i64).
+    pub fn new(
+        k: &mut KernelBuilder,
+        spec: &'a DecodeSpec,
+        tile: &'a DenseTile,
+        bufs: CandidateBufs,
+        seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr,
+        seg_len: Var,
+    ) -> Stream<'a> {
+        let warps = tile.threads / WARP;
+        let red = k.shared("red", Scalar::F32, warps * 2 * spec.group);
+        let scan = k.shared("scan", Scalar::I32, warps);
+        let segs = (0..spec.group)
+            .map(|g| {
+                let seg = seg_index(k, g);
+                Segment {
+                    base: k.let_("seg_base", seg * seg_len),
+                    count: k.let_typed("count", Scalar::I32, 0),
+                    lo: k.let_typed("lo", Scalar::F32, f64::NEG_INFINITY),
+                    hi: k.let_typed("hi", Scalar::F32, f64::NEG_INFINITY),
+                    probe: k.let_typed("probe", Scalar::F32, f64::NEG_INFINITY),
+                }
+            })
+            .collect();
+        Stream {
+            spec,
+            tile,
+            bufs,
+            segs,
+            red,
+            scan,
+        }
+    }
+
+    /// Take one chunk: raise the bounds, append the chunk's candidates, tighten and prune.
+    /// Every thread of the block must call this (it synchronises).
+    pub fn push(&self, k: &mut KernelBuilder, chunk: &ChunkScores) {
+        // lo ≥ max − 1.
+        let maxes: Vec<(Reduce, Expr)> = chunk
+            .bounds
+            .iter()
+            .map(|b| {
+                let m = b.iter().fold(f32c(f64::NEG_INFINITY), |m, (lb, _)| m.max(*lb));
+                (Reduce::Max, m)
+            })
+            .collect();
+        let m = k.block_allreduce_many(&maxes, self.red);
+        for (s, m) in self.segs.iter().zip(&m) {
+            k.assign(s.hi, s.hi.max(*m));
+            k.assign(s.lo, s.lo.max(s.hi - 1.0f32));
+            k.assign(s.probe, s.probe.max(s.lo));
+        }
+        // Append the tokens whose upper bound clears the bound, in thread order.
+        let added = k.let_typed("added", Scalar::I32, 0);
+        for (g, s) in self.segs.iter().enumerate() {
+            let keep: Vec<Expr> = chunk.bounds[g]
+                .iter()
+                .map(|(_, ub)| chunk.owner.and(ub.gt(s.lo)))
+                .collect();
+            let count = keep
+                .iter()
+                .fold(i32c(0), |c, kp| c + select(kp.clone(), 1i32, 0i32));
+            let (excl, total) = k.block_exclusive_scan(count, self.scan);
+            let pos = k.let_("pos", s.base + (s.count + excl).i64());
+            for ((kp, (lb, ub)), t) in keep.iter().zip(&chunk.bounds[g]).zip(&chunk.positions) {
+                let bufs = self.bufs;
+                k.if_(kp.clone(), |k| {
+                    k.store(bufs.lb, pos, *lb);
+                    if let Some(u) = bufs.ub {
+                        k.store(u, pos, *ub);
+                    }
+                    k.store(bufs.idx, pos, t.i32());
+                    k.assign(pos, pos + 1i64);
+                });
+            }
+            k.assign(s.count, s.count + total);
+            k.assign(added, added + total);
+        }
+        k.if_(added.gt(0i32), |k| {
+            k.barrier(); // the appends above are read back below
+            let his: Vec<Var> = self.segs.iter().map(|s| k.let_("hi_b", s.hi)).collect();
+            for _ in 0..self.tile.newton_steps {
+                self.newton(k, &his);
+            }
+            for s in &self.segs {
+                k.if_(s.count.gt(self.tile.threads as i32), |k| self.prune(k, s));
+            }
+        });
+    }
+
+    /// One bracketed Newton step of every head's bound.
+    fn newton(&self, k: &mut KernelBuilder, his: &[Var]) {
+        let tid = k.thread_idx();
+        let mut sums = Vec::new();
+        for s in &self.segs {
+            let s0 = k.let_typed("s0", Scalar::F32, 0.0);
+            let s1 = k.let_typed("s1", Scalar::F32, 0.0);
+            let lb_buf = self.bufs.lb;
+            k.for_(
+                "i",
+                tid.clone().i32(),
+                s.count,
+                self.tile.threads as i32,
+                |k, i| {
+                    let zv = k.let_("zc", lb_buf.at(s.base + i.i64()));
+                    let (w, w1) = threshold_terms(self.spec.alpha, zv, s.probe);
+                    k.assign(s0, s0 + w);
+                    k.assign(s1, s1 + w1);
+                },
+            );
+            sums.push((Reduce::Sum, s0.e()));
+            sums.push((Reduce::Sum, s1.e()));
+        }
+        let tot = k.block_allreduce_many(&sums, self.red);
+        for ((g, s), hi) in self.segs.iter().enumerate().zip(his) {
+            let f = k.let_("f", tot[2 * g] - 1.0f32);
+            let next = newton_update(k, self.spec.alpha, s.probe, s.lo, *hi, f, tot[2 * g + 1]);
+            k.assign(s.probe, next);
+        }
+    }
+
+    /// Compact a segment in place to the candidates whose upper bound clears the bound.
+    fn prune(&self, k: &mut KernelBuilder, s: &Segment) {
+        let tid = k.let_("tid_p", k.thread_idx());
+        let wp = k.let_typed("wp", Scalar::I32, 0);
+        let bufs = self.bufs;
+        let scan = self.scan;
+        k.for_("w0", 0i32, s.count, self.tile.threads as i32, |k, w0| {
+            let i = k.let_("i", w0 + tid.i32());
+            let inside = k.let_("inside", i.lt(s.count));
+            let at = k.let_("at", s.base + select(inside, i, 0i32).i64());
+            let lb = k.let_("lbp", bufs.lb.at(at));
+            let ub = match bufs.ub {
+                Some(u) => k.let_("ubp", u.at(at)),
+                None => lb,
+            };
+            let iv = k.let_("ip", bufs.idx.at(at));
+            let keep = k.let_("keep", inside.and(ub.gt(s.lo)));
+            // The scan's barriers order this window's reads before any of its writes; writes
+            // land below the next window, so it needs no extra barrier.
+            let (excl, total) = k.block_exclusive_scan(select(keep, 1i32, 0i32), scan);
+            k.if_(keep, |k| {
+                let dst = k.let_("dst", s.base + (wp + excl).i64());
+                k.store(bufs.lb, dst, lb);
+                if let Some(u) = bufs.ub {
+                    k.store(u, dst, ub);
+                }
+                k.store(bufs.idx, dst, iv);
+            });
+            k.assign(wp, wp + total);
+        });
+        k.assign(s.count, wp);
+        k.barrier(); // later passes read the compacted segment
+    }
+
+    /// Final prune and the per-split count and bound (segment number `seg_index(g)`).
+    pub fn finish(&self, k: &mut KernelBuilder, seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr) {
+        let tid = k.let_("tid_f", k.thread_idx());
+        for (g, s) in self.segs.iter().enumerate() {
+            self.prune(k, s);
+            let seg = seg_index(k, g as u32);
+            let bufs = self.bufs;
+            k.if_(tid.eq_(0u32), |k| {
+                k.store(bufs.count, seg.clone(), s.count);
+                k.store(bufs.bound, seg, s.lo);
+            });
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Where a decode's tokens live, and scoring them.
+//!
+//! A score pass walks *iteration indices* `c = 0, 1, …` of one (sequence, KV head). A
+//! [`TokenSource`] maps an index to the token's logical position `t` in its sequence (the same
+//! for a full walk; through the selected page list for a sparse one) and a position to the
+//! element offset of its K/V row (`[batch, kv_heads, n, d]`, or through the block table into the
+//! page pools of `entkv_abi::paged`).
+
+use entkv_abi::{DecodeSpec, DenseTile};
+use entkv_dsl::*;
+
+/// How the cache is laid out and which tokens are visited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `[batch, kv_heads, n, d]`, one length `n` for the batch, every token.
+    Contiguous,
+    /// Page pools, every token of each sequence.
+    Paged { page_size: u32 },
+    /// Page pools, the tokens of each KV head's selected pages.
+    Selected { page_size: u32 },
+}
+
+/// Per-CTA view of a (sequence, KV head)'s tokens.
+#[derive(Clone, Copy)]
+pub struct TokenSource {
+    pub layout: Layout,
+    pub head_dim: u32,
+    /// Iteration indices to visit (i64): `n`, the sequence length, or selected pages × P.
+    pub len: Var,
+    /// Tokens in the sequence (i64): validity and ALiBi positions.
+    pub seq_len: Var,
+    block_table: Option<Buf>,
+    sel_pages: Option<Buf>,
+    /// `b · max_pages` (i64), the block-table row.
+    bt_row: Option<Var>,
+    /// `(b · kv_heads + kvh) · max_pages` (i64), the selection row.
+    sel_row: Option<Var>,
+    /// `(b · kv_heads + kvh)` (i64).
+    head_row: Var,
+    kv_heads: Var,
+    kvh: Var,
+}
+
+/// The buffers a layout needs besides K/V.
+#[derive(Clone, Copy)]
+pub struct PageBufs {
+    pub block_table: Buf,
+    pub seq_lens: Buf,
+    /// Selection (`Layout::Selected` only).
+    pub sel: Option<(Buf, Buf)>,
+    /// `max_pages`, the block-table and selection row length.
+    pub max_pages: Var,
+}
+
+impl TokenSource {
+    /// `n` is the contiguous length (i64 `Var`) for `Layout::Contiguous`; `pages` the paged
+    /// buffers otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        k: &mut KernelBuilder,
+        layout: Layout,
+        head_dim: u32,
+        b: Var,
+        kvh: Var,
+        kv_heads: Var,
+        n: Option<Var>,
+        pages: Option<PageBufs>,
+    ) -> TokenSource {
+        let head_row = k.let_("head_row", b.i64() * kv_heads.i64() + kvh.i64());
+        let mut src = TokenSource {
+            layout,
+            head_dim,
+            len: head_row,
+            seq_len: head_row,
+            block_table: None,
+            sel_pages: None,
+            bt_row: None,
+            sel_row: None,
+            head_row,
+            kv_heads,
+            kvh,
+        };
+        match layout {
+            Layout::Contiguous => {
+                let n = n.expect("contiguous layout takes n");
+                src.len = n;
+                src.seq_len = n;
+            }
+            Layout::Paged { page_size } | Layout::Selected { page_size } => {
+                let p = pages.expect("paged layouts take page buffers");
+                src.block_table = Some(p.block_table);
+                src.bt_row = Some(k.let_("bt_row", b.i64() * p.max_pages.i64()));
+                src.seq_len = k.let_("seq_len", p.seq_lens.at(b).i64());
+                src.len = src.seq_len;
+                if let Layout::Selected { .. } = layout {
+                    let (sel_pages, sel_count) = p.sel.expect("selected layout takes a selection");
+                    src.sel_pages = Some(sel_pages);
+                    src.sel_row = Some(k.let_("sel_row", head_row * p.max_pages.i64()));
+                    src.len = k.let_("sel_len", sel_count.at(head_row).i64() * page_size as i64);
+                }
+            }
+        }
+        src
+    }
+
+    /// Logical position of iteration index `c` (i64; `c` must be < `len`).
+    pub fn position(&self, k: &mut KernelBuilder, c: Expr) -> Var {
+        match self.layout {
+            Layout::Selected { page_size } => {
+                let p = page_size as i64;
+                let c = k.let_("c", c);
+                let sel = self.sel_pages.expect("selection");
+                let lp = sel.at(self.sel_row.expect("selection") + c / p).i64();
+                k.let_("t", lp * p + c % p)
+            }
+            _ => k.let_("t", c),
+        }
+    }
+
+    /// Whether iteration index `c` is a token of the sequence.
+    pub fn valid(&self, c: Var, t: Var) -> Expr {
+        match self.layout {
+            Layout::Selected { .. } => c.lt(self.len).and(t.lt(self.seq_len)),
+            _ => c.lt(self.len),
+        }
+    }
+
+    /// Element offset of the first element of token `t`'s K/V row.
+    pub fn row(&self, k: &mut KernelBuilder, t: Expr) -> Var {
+        let d = self.head_dim as i64;
+        match self.layout {
+            Layout::Contiguous => k.let_("row", (self.head_row * self.len + t) * d),
+            Layout::Paged { page_size } | Layout::Selected { page_size } => {
+                let p = page_size as i64;
+                let t = k.let_("tp", t);
+                let bt = self.block_table.expect("block table");
+                let page = bt.at(self.bt_row.expect("block table row") + t / p).i64();
+                k.let_(
+                    "row",
+                    ((page * self.kv_heads.i64() + self.kvh.i64()) * p + t % p) * d,
+                )
+            }
+        }
+    }
+}
+
+/// Query registers: `q'_h = q_h·(α−1)/√d` (f32), this lane's slice of the row, for every head
+/// of the GQA group, plus the heads' ALiBi slopes pre-multiplied by (α−1).
+pub struct QueryRegs {
+    pub q: Vec<Vec<Var>>,
+    pub alibi: Vec<Option<Var>>,
+}
+
+/// Lane geometry of a score pass: `lanes` lanes share a token, lane `sub` multiplies
+/// dimensions `[sub·dims, (sub+1)·dims)` with `vec`-element loads.
+#[derive(Clone, Copy)]
+pub struct Lanes {
+    pub lanes: u32,
+    pub dims: u32,
+    pub vec: u32,
+    pub sub: Var,
+    pub tgroup: Var,
+    pub token_groups: u32,
+}
+
+impl Lanes {
+    pub fn new(k: &mut KernelBuilder, spec: &DecodeSpec, tile: &DenseTile) -> Lanes {
+        let lanes = tile.lanes_per_token;
+        let dims = spec.head_dim / lanes;
+        let tid = k.thread_idx();
+        Lanes {
+            lanes,
+            dims,
+            vec: dims.min(16 / spec.kv_dtype.size_bytes()),
+            sub: k.let_("sub", tid.clone() % lanes),
+            tgroup: k.let_("tgroup", tid / lanes),
+            token_groups: tile.threads / lanes,
+        }
+    }
+}
+
+/// Load the group's queries (and slopes) into registers.
+#[allow(clippy::too_many_arguments)]
+pub fn load_queries(
+    k: &mut KernelBuilder,
+    spec: &DecodeSpec,
+    lanes: &Lanes,
+    q: Buf,
+    alibi: Option<Buf>,
+    b: Var,
+    kvh: Var,
+    q_heads: Var,
+) -> QueryRegs {
+    let scale = spec.z_scale();
+    let a1 = spec.alpha.value() - 1.0;
+    let mut regs = QueryRegs {
+        q: Vec::new(),
+        alibi: Vec::new(),
+    };
+    for g in 0..spec.group {
+        let h = k.let_("h", kvh * spec.group + g);
+        let head = k.let_("qhead", (b * q_heads + h).i64());
+        let base = k.let_(
+            "q_base",
+            head * spec.head_dim as i64 + (lanes.sub * lanes.dims).i64(),
+        );
+        let mut v = Vec::new();
+        for c in 0..lanes.dims / lanes.vec {
+            for x in k.load_vec("q", q, base + (c * lanes.vec) as i64, lanes.vec) {
+                v.push(k.let_("qs", x.f32() * scale));
+            }
+        }
+        regs.q.push(v);
+        regs.alibi.push(alibi.map(|s| k.let_("slope", s.at(h) * a1)));
+    }
+    regs
+}
+
+/// Exact entmax-space scores of one chunk of iteration indices `[c0, c0 + chunk_len)`:
+/// `z[g][r]` (−∞ where invalid) and the positions. All K loads of the chunk are issued before
+/// the first multiply.
+#[allow(clippy::too_many_arguments)]
+pub fn score_chunk(
+    k: &mut KernelBuilder,
+    tile: &DenseTile,
+    lanes: &Lanes,
+    src: &TokenSource,
+    keys: Buf,
+    q: &QueryRegs,
+    c0: Var,
+) -> (Vec<Vec<Var>>, Vec<Var>) {
+    let mut rows = Vec::new();
+    for r in 0..tile.tokens_per_group {
+        let c = k.let_("ci", c0 + (lanes.tgroup + r * lanes.token_groups).i64());
+        // Invalid lanes load index 0 (always a token), so no load leaves the sequence.
+        let c_load = k.let_("c_load", select(c.lt(src.len), c, 0i64));
+        let t = src.position(k, c_load.e());
+        let valid = k.let_("valid", src.valid(c, t));
+        let row = src.row(k, t.e());
+        let lane_off = (lanes.sub * lanes.dims).i64();
+        let mut kv = Vec::new();
+        for part in 0..lanes.dims / lanes.vec {
+            kv.extend(k.load_vec(
+                "k",
+                keys,
+                row + lane_off.clone() + (part * lanes.vec) as i64,
+                lanes.vec,
+            ));
+        }
+        rows.push((t, valid, kv));
+    }
+    let mut z: Vec<Vec<Var>> = vec![Vec::new(); q.q.len()];
+    let mut positions = Vec::new();
+    for (t, valid, kv) in rows {
+        let partial: Vec<(Reduce, Expr)> =
+            q.q.iter()
+                .map(|qg| {
+                    let dot = kv
+                        .iter()
+                        .zip(qg)
+                        .fold(f32c(0.0), |acc, (kx, qx)| fma(*qx, kx.f32(), acc));
+                    (Reduce::Sum, dot)
+                })
+                .collect();
+        let dots = k.warp_allreduce_width(&partial, lanes.lanes);
+        for (g, dot) in dots.iter().enumerate() {
+            let score = match q.alibi[g] {
+                // (α−1)·slope·(t − (len − 1)), in entmax space like q'.
+                Some(s) => dot.e() + s * (t - (src.seq_len - 1i64)).f32(),
+                None => dot.e(),
+            };
+            z[g].push(k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY))));
+        }
+        positions.push(t);
+    }
+    (z, positions)
+}
