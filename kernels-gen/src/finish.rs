@@ -198,6 +198,32 @@ pub fn gather(
 }
 
 impl Gathered {
+    /// Workspace element of flat candidate `i`.
+    pub fn locate_element(&self, k: &mut KernelBuilder, i: Expr) -> Var {
+        match self.global {
+            Source::Global { locate, .. } => locate.element(k, i),
+            Source::Shared { .. } => unreachable!("gather builds a global source"),
+        }
+    }
+
+    /// The shared staging array of the scores (lower bounds).
+    pub fn staged_z(&self) -> Buf {
+        match self.staged {
+            Source::Shared { z, .. } => z,
+            Source::Global { .. } => unreachable!("gather builds a shared source"),
+        }
+    }
+
+    /// Upper bound and position of the candidate at `at` (a flat index into the staging
+    /// arrays when `staged`, else a workspace element).
+    pub fn read_ub_idx(&self, k: &mut KernelBuilder, staged: bool, at: Expr) -> (Var, Var) {
+        let src = if staged { self.staged } else { self.global };
+        let (Source::Shared { z, ub, idx, .. } | Source::Global { z, ub, idx, .. }) = src;
+        let u = k.let_("ub_r", ub.unwrap_or(z).at(at.clone()));
+        let i = k.let_("idx_r", idx.at(at));
+        (u, i)
+    }
+
     /// Copy the candidates into the shared staging arrays (flat order = split order:
     /// deterministic). Only valid when `total ≤ capacity`; ends with a barrier.
     pub fn stage(&self, k: &mut KernelBuilder) {

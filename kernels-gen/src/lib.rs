@@ -6,6 +6,8 @@
 //! Specialization types, signatures and launch geometry come from `entkv-abi`, which the
 //! runtime shares.
 
+pub mod certified;
+pub mod certified_checks;
 pub mod check;
 pub mod data;
 pub mod decode;

@@ -53,5 +53,6 @@ pub fn run_interp(check: &dyn KernelCheck) -> Result<Outcome, SuiteError> {
 pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
     v.extend(crate::decode_checks::checks());
+    v.extend(crate::certified_checks::checks());
     v
 }

@@ -1,0 +1,502 @@
+//! Certified-exact sparse decode: the output equals full-cache entmax (up to f32 rounding) on
+//! every input, while reading K and V only for a small certified superset of the support.
+//!
+//! Two facts (issue #3): (a) the entmax threshold is monotone in every score, so for lower
+//! bounds `lb_j ≤ z_j` the threshold of the lower bounds `τ_lb ≤ τ`; (b) a token with
+//! `ub_j ≤ τ_lb` has `z_j ≤ τ`, so `p_j = 0`. Bounds come from the quantized key sketch
+//! (`entkv_abi::paged`): with `k̂_i = min_i + code_i·step_i` and `|k_i − k̂_i| ≤ step_i/2`,
+//!
+//! ```text
+//! ŝ_j = Σ_i q'_i·k̂_i = Σ_i q'_i·min_i + Σ_i (q'_i·step_i)·code_i
+//! |z_j − ŝ_j| ≤ ε_p = Σ_i |q'_i|·step_i/2                  (q' = q·(α−1)/√d)
+//! ```
+//!
+//! plus a slack that covers f32 rounding in ŝ, in ε and in the exact score the decode computes
+//! later (see [`slack`]). The last page of each sequence (never sketched) is scored exactly.
+//!
+//! 1. `select_certified` (grid (splits, kv heads, batch)) streams every token once per GQA group
+//!    reading 16 bytes of sketch per token (d = 32, 4 bits) and its page's min/max, and keeps
+//!    in its workspace segment the tokens whose upper bound clears a running lower bound on
+//!    `τ_lb` (`stream`).
+//! 2. `decode_certified` (grid (query heads, batch)) solves `τ_lb` exactly over the candidates'
+//!    lower bounds, keeps the tokens with `ub > τ_lb` (less the solver's tolerance), rescores
+//!    them exactly from K (64-byte rows), solves `τ` exactly over the kept set — which contains
+//!    the support, so this is the full-cache `τ` — and writes `o = Σ p_j v_j / Σ p_j`, `τ`, the
+//!    support size and the number of kept tokens.
+
+use crate::finish::{
+    gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source, SOLVE_REL_TOL,
+};
+use crate::stream::{CandidateBufs, ChunkScores, Stream};
+use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
+use crate::{scalar_of, KernelGenError};
+use entkv_abi::{DenseTile, PagedSpec};
+use entkv_dsl::*;
+
+/// Relative slack on a page's `Σ|q'_i|·max(|min_i|, |max_i|)` that covers f32 rounding: the
+/// d-term dot products giving `ŝ` and the exact score (`≤ (d+2)·2⁻²⁴` relative each), the
+/// dequantisation `min + code·step` (`≤ 2⁻²²` relative to `|min| + |max|`), and the additions
+/// of ε, the slack and ALiBi (a few ulps). `8·(d+2)·2⁻²⁴ + 2⁻²⁰` is at least twice all of them.
+pub fn slack(head_dim: u32) -> f64 {
+    8.0 * (head_dim as f64 + 2.0) * (2.0f64).powi(-24) + (2.0f64).powi(-20)
+}
+
+/// Entry names of the certified pair.
+pub fn entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, String) {
+    let suffix = format!("{}__{}", spec.sketch_tag(), tile.tag());
+    (
+        format!("select_certified__{suffix}"),
+        format!("decode_certified__{suffix}"),
+    )
+}
+
+/// Per-head scalars of one page: `ŝ = base + Σ w_i·code_i`, half-width `eps`.
+struct PageTerms {
+    base: Var,
+    eps: Var,
+    w: Vec<Var>,
+}
+
+/// `select_certified`: grid (splits, kv heads, batch). Parameters: `q, k_pool, block_table,
+/// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
+/// cand_bound, max_pages, chunks_per_split`.
+pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    let ds = &spec.decode;
+    tile.check(ds)?;
+    let (name, _) = entry_names(spec, tile);
+    let mut k = KernelBuilder::new(name, tile.threads);
+    if tile.score_min_blocks > 0 {
+        k.set_min_blocks_per_sm(tile.score_min_blocks);
+    }
+    let kv = scalar_of(ds.kv_dtype);
+    let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
+    let keys = k.buffer("k_pool", kv, Access::Read);
+    let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let bounds_buf = k.buffer("meta_bounds", kv, Access::Read);
+    let sketch = k.buffer("sketch", Scalar::U32, Access::Read);
+    let slopes = spec
+        .alibi
+        .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
+    let bufs = CandidateBufs {
+        lb: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
+        ub: Some(k.buffer("cand_ub", Scalar::F32, Access::ReadWrite)),
+        idx: k.buffer("cand_idx", Scalar::I32, Access::ReadWrite),
+        count: k.buffer("cand_count", Scalar::I32, Access::Write),
+        bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
+    };
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+    let chunks = k.scalar_param("chunks_per_split", Scalar::I32);
+
+    let split = k.let_("split", k.block_idx(Axis::X));
+    let kvh = k.let_("kvh", k.block_idx(Axis::Y));
+    let b = k.let_("b", k.block_idx(Axis::Z));
+    let splits = k.let_("splits", k.grid_dim(Axis::X));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+    let q_heads = k.let_("q_heads", kv_heads * ds.group);
+    let pages = PageBufs {
+        block_table,
+        seq_lens,
+        sel: None,
+        max_pages: k.let_("max_pages", max_pages),
+    };
+    let p = spec.page_size;
+    let src = TokenSource::new(
+        &mut k,
+        Layout::Paged { page_size: p },
+        ds.head_dim,
+        b,
+        kvh,
+        kv_heads,
+        None,
+        Some(pages),
+    );
+    let lanes = Lanes::new(&mut k, ds, tile);
+    let owner = k.let_("owner", lanes.sub.eq_(0u32));
+    let qr = load_queries(&mut k, ds, &lanes, q, slopes, b, kvh, q_heads);
+    // Tokens before the last page have a sketch; the last page is scored exactly.
+    let sketched = k.let_("sketched", (src.seq_len - 1i64) / p as i64 * p as i64);
+    let chunk_len = tile.chunk_len();
+    let split_len = k.let_("split_len", chunks.clone().i64() * chunk_len as i64);
+    let c_split = k.let_("c_split", split.i64() * split_len);
+    let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
+        (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
+    };
+    let stream = Stream::new(&mut k, ds, tile, bufs, &seg_index, split_len);
+    let ctx = BoundCtx {
+        spec,
+        lanes,
+        src,
+        keys,
+        bounds: bounds_buf,
+        sketch,
+        sketched,
+        slack: slack(ds.head_dim),
+    };
+    k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
+        let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
+        k.if_(c0.lt(src.len), |k| {
+            let mut bounds = vec![Vec::new(); ds.group as usize];
+            let mut positions = Vec::new();
+            for r in 0..tile.tokens_per_group {
+                let c = k.let_("ci", c0 + (lanes.tgroup + r * lanes.token_groups).i64());
+                let valid = k.let_("valid", c.lt(src.len));
+                let t = k.let_("t", select(valid, c, 0i64));
+                let tb = ctx.token_bounds(k, &qr, t, valid);
+                for (g, bnd) in tb.into_iter().enumerate() {
+                    bounds[g].push(bnd);
+                }
+                positions.push(t);
+            }
+            stream.push(
+                k,
+                &ChunkScores {
+                    bounds,
+                    positions,
+                    owner,
+                },
+            );
+        });
+    });
+    stream.finish(&mut k, &seg_index);
+    Ok(k.finish()?)
+}
+
+struct BoundCtx<'a> {
+    spec: &'a PagedSpec,
+    lanes: Lanes,
+    src: TokenSource,
+    keys: Buf,
+    bounds: Buf,
+    sketch: Buf,
+    sketched: Var,
+    slack: f64,
+}
+
+impl BoundCtx<'_> {
+    /// `(lb, ub)` of token `t` for every head of the group (−∞ when invalid): from the sketch
+    /// before the last page, the exact score (both bounds) inside it. Loads are predicated and
+    /// the lane reductions run outside any branch, so lanes that share a token may take
+    /// different paths from lanes of other tokens in the same warp.
+    fn token_bounds(&self, k: &mut KernelBuilder, qr: &QueryRegs, t: Var, valid: Var) -> Vec<(Var, Var)> {
+        let ds = &self.spec.decode;
+        let group = ds.group as usize;
+        let row = self.src.row(k, t.e());
+        let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
+        let terms = self.page_terms(k, qr, t, row, in_sketch);
+        let codes = self.codes(k, row, in_sketch);
+        let kv = load_row_if(k, &self.lanes, self.keys, row, in_sketch.not());
+        let mut partial = Vec::new();
+        for (tm, qg) in terms.iter().zip(&qr.q) {
+            let s =
+                tm.w.iter()
+                    .zip(&codes)
+                    .fold(tm.base.e(), |acc, (w, c)| fma(*w, c.clone(), acc));
+            let exact = kv
+                .iter()
+                .zip(qg)
+                .fold(f32c(0.0), |acc, (kx, qx)| fma(*qx, kx.f32(), acc));
+            partial.push((Reduce::Sum, s));
+            partial.push((Reduce::Sum, tm.eps.e()));
+            partial.push((Reduce::Sum, exact));
+        }
+        let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
+        (0..group)
+            .map(|g| {
+                let alibi = k.let_("alibi", alibi_term(qr, g, t, &self.src));
+                let (s, e, z) = (tot[3 * g], tot[3 * g + 1], tot[3 * g + 2]);
+                let lb = select(in_sketch, s - e + alibi, z + alibi);
+                let ub = select(in_sketch, s + e + alibi, z + alibi);
+                (
+                    k.let_("lbv", select(valid, lb, f32c(f64::NEG_INFINITY))),
+                    k.let_("ubv", select(valid, ub, f32c(f64::NEG_INFINITY))),
+                )
+            })
+            .collect()
+    }
+
+    /// The page's affine terms for this lane's dimensions, per head: `base = Σ q'_i·min_i`,
+    /// `w_i = q'_i·step_i`, and the half-width `ε = Σ|w_i|/2 + slack·Σ|q'_i|·max(|min_i|,|max_i|)`
+    /// (partial sums over this lane's dimensions). Metadata is read only when `load`.
+    fn page_terms(
+        &self,
+        k: &mut KernelBuilder,
+        qr: &QueryRegs,
+        t: Var,
+        row: Var,
+        load: Var,
+    ) -> Vec<PageTerms> {
+        let ds = &self.spec.decode;
+        let (d, p) = (ds.head_dim as i64, self.spec.page_size as i64);
+        let levels = ((1u64 << self.spec.sketch_bits) - 1) as f64;
+        // The (page, head) metadata block is two d-rows at (row − slot·d)/P·2.
+        let meta = k.let_("meta", (row - (t % p) * d) / p * 2);
+        let meta_max = k.let_("meta_max", meta + d);
+        let mins = load_row_if(k, &self.lanes, self.bounds, meta, load.e());
+        let maxs = load_row_if(k, &self.lanes, self.bounds, meta_max, load.e());
+        let mins: Vec<Var> = mins.into_iter().map(|v| k.let_("mnf", v.f32())).collect();
+        let maxs: Vec<Var> = maxs.into_iter().map(|v| k.let_("mxf", v.f32())).collect();
+        let steps: Vec<Var> = mins
+            .iter()
+            .zip(&maxs)
+            .map(|(mn, mx)| k.let_("step", (*mx - *mn) * (1.0 / levels)))
+            .collect();
+        let mags: Vec<Expr> = mins
+            .iter()
+            .zip(&maxs)
+            .map(|(mn, mx)| mn.abs().max(mx.abs()))
+            .collect();
+        qr.q.iter()
+            .map(|qg| {
+                let base = qg.iter().zip(&mins).fold(f32c(0.0), |a, (q, mn)| fma(*q, *mn, a));
+                let w: Vec<Var> = qg.iter().zip(&steps).map(|(q, s)| k.let_("w", *q * *s)).collect();
+                let half = w.iter().fold(f32c(0.0), |a, wi| a + wi.abs());
+                let mag = qg
+                    .iter()
+                    .zip(&mags)
+                    .fold(f32c(0.0), |a, (q, m)| a + q.abs() * m.clone());
+                PageTerms {
+                    base: k.let_("base", base),
+                    eps: k.let_("eps", half * (0.5 * (1.0 + 1e-6)) + mag * self.slack),
+                    w,
+                }
+            })
+            .collect()
+    }
+
+    /// This lane's dimensions' codes of the token whose K row starts at `row`, as f32 (read
+    /// only when `load`, else 0).
+    fn codes(&self, k: &mut KernelBuilder, row: Var, load: Var) -> Vec<Expr> {
+        let ds = &self.spec.decode;
+        let bits = self.spec.sketch_bits;
+        let words_per_token = self.spec.sketch_words() as i64;
+        // The sketch has the pool's (page, head, slot) order with `words_per_token` per slot.
+        let lane_words = self.lanes.dims * bits / 32;
+        let at = k.let_(
+            "sk_at",
+            row / ds.head_dim as i64 * words_per_token + (self.lanes.sub * lane_words).i64(),
+        );
+        let words: Vec<Var> = (0..lane_words)
+            .map(|_| k.let_typed("skw", Scalar::U32, 0))
+            .collect();
+        k.if_(load, |k| {
+            let mut off = 0u32;
+            while off < lane_words {
+                let n = [4u32, 2, 1]
+                    .into_iter()
+                    .find(|&n| n <= lane_words - off && off % n == 0)
+                    .unwrap_or(1);
+                for (j, v) in k
+                    .load_vec("sk", self.sketch, at + off as i64, n)
+                    .into_iter()
+                    .enumerate()
+                {
+                    k.assign(words[(off + j as u32) as usize], v);
+                }
+                off += n;
+            }
+        });
+        let per_word = 32 / bits;
+        let mask = ((1u64 << bits) - 1) as u32;
+        (0..self.lanes.dims)
+            .map(|i| {
+                let w = words[(i / per_word) as usize];
+                ((w >> ((i % per_word) * bits)) & mask).f32()
+            })
+            .collect()
+    }
+}
+
+/// This lane's slice of a K-dtype row starting at element `row`, loaded only when `cond`
+/// (zeros otherwise), with 16-byte loads.
+fn load_row_if(k: &mut KernelBuilder, lanes: &Lanes, buf: Buf, row: Var, cond: Expr) -> Vec<Var> {
+    let vals: Vec<Var> = (0..lanes.dims)
+        .map(|_| k.let_typed("rv", buf.elem, 0.0))
+        .collect();
+    let lane_off = (lanes.sub * lanes.dims).i64();
+    k.if_(cond, |k| {
+        for part in 0..lanes.dims / lanes.vec {
+            let at = row + lane_off.clone() + (part * lanes.vec) as i64;
+            for (j, v) in k.load_vec("r", buf, at, lanes.vec).into_iter().enumerate() {
+                k.assign(vals[(part * lanes.vec) as usize + j], v);
+            }
+        }
+    });
+    vals
+}
+
+/// `(α−1)·slope_h·(t − (len − 1))` for head `g`, or 0.
+fn alibi_term(qr: &QueryRegs, g: usize, t: Var, src: &TokenSource) -> Expr {
+    match qr.alibi[g] {
+        Some(s) => s * (t - (src.seq_len - 1i64)).f32(),
+        None => f32c(0.0),
+    }
+}
+
+/// `decode_certified`: grid (query heads, batch). Parameters: `q, k_pool, v_pool, block_table,
+/// seq_lens, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, out, tau,
+/// support, kept, splits, split_len, max_pages`.
+pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    let ds = &spec.decode;
+    tile.check(ds)?;
+    let (_, name) = entry_names(spec, tile);
+    let threads = tile.finish_threads;
+    let mut k = KernelBuilder::new(name, threads);
+    k.set_min_blocks_per_sm(1);
+    let kv = scalar_of(ds.kv_dtype);
+    let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
+    let keys = k.buffer("k_pool", kv, Access::Read);
+    let values = k.buffer("v_pool", kv, Access::Read);
+    let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let slopes = spec
+        .alibi
+        .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
+    // The lower bounds are overwritten with exact scores (or −∞) once τ_lb is known.
+    let inputs = CandInputs {
+        z: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
+        ub: Some(k.buffer("cand_ub", Scalar::F32, Access::Read)),
+        idx: k.buffer("cand_idx", Scalar::I32, Access::Read),
+        count: k.buffer("cand_count", Scalar::I32, Access::Read),
+        bound: k.buffer("cand_bound", Scalar::F32, Access::Read),
+    };
+    let outs_b = (
+        k.buffer("out", scalar_of(ds.out_dtype), Access::Write),
+        k.buffer("tau", Scalar::F32, Access::Write),
+        k.buffer("support", Scalar::I32, Access::Write),
+        k.buffer("kept", Scalar::I32, Access::Write),
+    );
+    let splits = k.scalar_param("splits", Scalar::I32);
+    let split_len = k.scalar_param("split_len", Scalar::I64);
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+
+    let scratch = Scratch::new(&mut k, ds);
+    let h = k.let_("h", k.block_idx(Axis::X));
+    let b = k.let_("b", k.block_idx(Axis::Y));
+    let q_heads = k.let_("q_heads", k.grid_dim(Axis::X));
+    let kv_heads = k.let_("kv_heads", q_heads / ds.group);
+    let kvh = k.let_("kvh", h / ds.group);
+    let head = k.let_("head", (b * q_heads + h).i64());
+    let pages = PageBufs {
+        block_table,
+        seq_lens,
+        sel: None,
+        max_pages: k.let_("max_pages", max_pages),
+    };
+    let rows = TokenSource::new(
+        &mut k,
+        Layout::Paged {
+            page_size: spec.page_size,
+        },
+        ds.head_dim,
+        b,
+        kvh,
+        kv_heads,
+        None,
+        Some(pages),
+    );
+    // Rescoring: row groups of `row_lanes` lanes share a K row (16-byte loads); each lane holds
+    // its slice of this head's q'.
+    let row_lanes = (ds.head_dim * ds.kv_dtype.size_bytes() / 16).max(1);
+    let dims = ds.head_dim / row_lanes;
+    let tid = k.let_("tid", k.thread_idx());
+    let rl = k.let_("rl", tid % row_lanes);
+    let rg = k.let_("rg", tid / row_lanes);
+    let row_groups = threads / row_lanes;
+    let qbase = k.let_("qbase", head * ds.head_dim as i64 + (rl * dims).i64());
+    let qs: Vec<Var> = k
+        .load_vec("q", q, qbase, dims)
+        .into_iter()
+        .map(|x| x.f32() * ds.z_scale())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|e| k.let_("qs", e))
+        .collect();
+    let slope = slopes.map(|s| k.let_("slope", s.at(h) * (ds.alpha.value() - 1.0)));
+
+    let g = gather(
+        &mut k,
+        inputs,
+        head,
+        splits,
+        split_len,
+        tile.finish_capacity,
+        scratch.red,
+        scratch.red_i,
+    );
+    let outs = OutputBufs {
+        out: outs_b.0,
+        tau: outs_b.1,
+        support: outs_b.2,
+        head,
+    };
+    let kept_out = outs_b.3;
+    let run = |k: &mut KernelBuilder, src: &Source, lb_store: Buf, staged: bool| {
+        // 1. τ_lb, the threshold of the lower bounds (≤ τ).
+        let tau_lb = solve_tau(k, ds, src, g.bound, scratch.red);
+        // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
+        //    leaves the active set.
+        let cut = k.let_("cut", tau_lb - tau_lb.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL));
+        let kept = k.let_typed("kept", Scalar::I32, 0);
+        let locate_store = |k: &mut KernelBuilder, i: Expr| -> Expr {
+            if staged {
+                i
+            } else {
+                g.locate_element(k, i).e()
+            }
+        };
+        // Rounds of `row_groups` candidates: the loop is warp-uniform, so the lane reduction
+        // of the rescoring dot product never runs with inactive lanes.
+        k.for_("r0", 0i32, g.total, row_groups as i32, |k, r0| {
+            let i = k.let_("i", r0 + rg.i32());
+            let inside = k.let_("inside", i.lt(g.total));
+            let i_safe = k.let_("i_safe", select(inside, i, 0i32));
+            let at = locate_store(k, i_safe.e());
+            let src_at = if staged { i_safe.e() } else { at.clone() };
+            let (ub, idx) = g.read_ub_idx(k, staged, src_at);
+            let keep = k.let_("keep", inside.and(ub.gt(cut)));
+            let row = rows.row(k, idx.i64());
+            let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
+            k.if_(keep, |k| {
+                for (j, v) in k
+                    .load_vec("k", keys, row + (rl * dims).i64(), dims)
+                    .into_iter()
+                    .enumerate()
+                {
+                    k.assign(kvals[j], v);
+                }
+            });
+            let dot = kvals
+                .iter()
+                .zip(&qs)
+                .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
+            let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
+            let alibi = match slope {
+                Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
+                None => f32c(0.0),
+            };
+            let z = select(keep, dots[0] + alibi, f32c(f64::NEG_INFINITY));
+            k.if_(inside.and(rl.eq_(0u32)), |k| {
+                k.store(lb_store, at, z);
+                k.assign(kept, kept + select(keep, 1i32, 0i32));
+            });
+        });
+        k.barrier(); // the rescored values are read by every thread below
+        let kept_total = k.block_allreduce(Reduce::Sum, kept, scratch.red_i);
+        // 3. τ over the kept set (which holds the support), starting from τ_lb ≤ τ.
+        let tau = solve_tau(k, ds, src, tau_lb, scratch.red);
+        write_output(k, ds, src, tau, values, &rows, outs, &scratch);
+        let tid0 = k.thread_idx().eq_(0u32);
+        k.if_(tid0, |k| k.store(kept_out, head, kept_total));
+    };
+    k.if_else(
+        g.total.le(g.capacity as i32),
+        |k| {
+            g.stage(k);
+            let sz = g.staged_z();
+            run(k, &g.staged, sz, true);
+        },
+        |k| run(k, &g.global, inputs.z, false),
+    );
+    Ok(k.finish()?)
+}

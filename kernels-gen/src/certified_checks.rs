@@ -1,0 +1,323 @@
+//! Suite checks of the certified-exact decode: its output must equal full-cache entmax (the
+//! float64 reference over *every* token) on every input, adversarial ones included, while the
+//! number of kept tokens is reported.
+
+use crate::certified::{decode_kernel, select_kernel};
+use crate::check::{compare, DenseOutputs};
+use crate::decode_checks::add_paged_inputs;
+use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
+use crate::program::{ArgRef, Program};
+use crate::suite::{KernelCheck, Outcome, SuiteError};
+use crate::{data::round_to, scalar_of};
+use entkv_abi::{
+    dense_finish_geometry, dense_plan, dense_workspace, paged_score_geometry, DType, DecodeSpec, DenseShape,
+    DenseTile, PagedSpec,
+};
+use entkv_dsl::interp::HostBuffer;
+use entkv_dsl::Scalar;
+use std::rc::Rc;
+
+/// `meta_bounds` and `sketch` of every full page (abi::paged), built on the host: min/max per
+/// dimension (exact key values), codes `round((k − min)/step)` with `step` computed in f32 from
+/// the stored bounds. Pages without metadata stay NaN / zero.
+pub fn host_meta(spec: &PagedSpec, x: &PagedInputs) -> (Vec<f64>, Vec<u32>) {
+    let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
+    let hkv = x.shape.kv_heads as usize;
+    let bits = spec.sketch_bits;
+    let levels = ((1u32 << bits) - 1) as f32;
+    let words = spec.sketch_words() as usize;
+    let mut bounds = vec![f64::NAN; x.shape.meta_elems(spec) as usize];
+    let mut sketch = vec![0u32; x.shape.sketch_words(spec) as usize];
+    for (b, &len) in x.seq_lens.iter().enumerate() {
+        let full = (len as usize - 1) / p; // pages before the last one
+        for j in 0..full {
+            let page = x.block_table[b * x.shape.max_pages as usize + j] as usize;
+            for kvh in 0..hkv {
+                let rows: Vec<&[f64]> = (0..p).map(|s| x.key(spec, b, kvh, j * p + s)).collect();
+                let mb = (page * hkv + kvh) * 2 * d;
+                for i in 0..d {
+                    let mn = rows.iter().map(|r| r[i]).fold(f64::INFINITY, f64::min);
+                    let mx = rows.iter().map(|r| r[i]).fold(f64::NEG_INFINITY, f64::max);
+                    bounds[mb + i] = round_to(spec.decode.kv_dtype, mn).1;
+                    bounds[mb + d + i] = round_to(spec.decode.kv_dtype, mx).1;
+                    let step = (bounds[mb + d + i] as f32 - bounds[mb + i] as f32) * (1.0 / levels);
+                    for (s, r) in rows.iter().enumerate() {
+                        let code = if step > 0.0 {
+                            ((r[i] - bounds[mb + i]) / step as f64)
+                                .round()
+                                .clamp(0.0, levels as f64) as u32
+                        } else {
+                            0
+                        };
+                        let slot = (page * hkv + kvh) * p + s;
+                        let bit = i as u32 * bits;
+                        sketch[slot * words + (bit / 32) as usize] |= code << (bit % 32);
+                    }
+                }
+            }
+        }
+    }
+    (bounds, sketch)
+}
+
+pub struct CertifiedCheck {
+    pub case: PagedCase,
+    pub tile: DenseTile,
+    pub sm_count: u32,
+}
+
+impl KernelCheck for CertifiedCheck {
+    fn name(&self) -> String {
+        let s = &self.case.spec;
+        format!(
+            "certified α={} d={} g={} P={} s{} {}{} lens={:?} {:?} {}",
+            s.decode.alpha,
+            s.decode.head_dim,
+            s.decode.group,
+            s.page_size,
+            s.sketch_bits,
+            s.decode.kv_dtype,
+            if s.alibi { " alibi" } else { "" },
+            self.case.seq_lens,
+            self.case.data,
+            self.tile.tag()
+        )
+    }
+
+    fn program(&self) -> Result<Program, SuiteError> {
+        let spec = &self.case.spec;
+        let x = self.case.inputs();
+        let select = select_kernel(spec, &self.tile)?;
+        let decode = decode_kernel(spec, &self.tile)?;
+        let n = x.shape.max_pages as u64 * spec.page_size as u64;
+        let shape = DenseShape {
+            batch: x.shape.batch,
+            kv_heads: x.shape.kv_heads,
+            n,
+        };
+        let plan = dense_plan(&self.tile, &shape, self.sm_count).map_err(crate::KernelGenError::from)?;
+        let ws = dense_workspace(&spec.decode, &shape, &plan);
+        let heads = (x.shape.batch * x.shape.q_heads(spec)) as usize;
+        let d = spec.decode.head_dim as usize;
+        let (bounds, sketch) = host_meta(spec, &x);
+        let kv = scalar_of(spec.decode.kv_dtype);
+        let mut p = Program::new();
+        add_paged_inputs(&mut p, &x);
+        p.buffer("meta_bounds", HostBuffer::from_f64_as(kv, &bounds));
+        p.buffer("sketch", HostBuffer::U32(sketch));
+        for name in ["cand_lb", "cand_ub"] {
+            p.poisoned(name, Scalar::F32, ws.cand_elems as usize);
+        }
+        p.poisoned("cand_idx", Scalar::I32, ws.cand_elems as usize)
+            .poisoned("cand_count", Scalar::I32, ws.split_elems as usize)
+            .poisoned("cand_bound", Scalar::F32, ws.split_elems as usize)
+            .poisoned("out", scalar_of(spec.decode.out_dtype), heads * d)
+            .poisoned("tau", Scalar::F32, heads)
+            .poisoned("support", Scalar::I32, heads)
+            .poisoned("kept", Scalar::I32, heads);
+        let alibi: Vec<ArgRef> = if spec.alibi {
+            vec![ArgRef::buf("alibi_slopes")]
+        } else {
+            Vec::new()
+        };
+        let mut a1 = vec![
+            ArgRef::buf("q"),
+            ArgRef::buf("k_pool"),
+            ArgRef::buf("block_table"),
+            ArgRef::buf("seq_lens"),
+            ArgRef::buf("meta_bounds"),
+            ArgRef::buf("sketch"),
+        ];
+        a1.extend(alibi.clone());
+        a1.extend([
+            ArgRef::buf("cand_lb"),
+            ArgRef::buf("cand_ub"),
+            ArgRef::buf("cand_idx"),
+            ArgRef::buf("cand_count"),
+            ArgRef::buf("cand_bound"),
+            ArgRef::I32(x.shape.max_pages as i32),
+            ArgRef::I32(plan.chunks_per_split as i32),
+        ]);
+        p.call(
+            Rc::new(select),
+            paged_score_geometry(&self.tile, x.shape.batch, x.shape.kv_heads, &plan),
+            a1,
+        );
+        let mut a2 = vec![
+            ArgRef::buf("q"),
+            ArgRef::buf("k_pool"),
+            ArgRef::buf("v_pool"),
+            ArgRef::buf("block_table"),
+            ArgRef::buf("seq_lens"),
+        ];
+        a2.extend(alibi);
+        a2.extend([
+            ArgRef::buf("cand_lb"),
+            ArgRef::buf("cand_ub"),
+            ArgRef::buf("cand_idx"),
+            ArgRef::buf("cand_count"),
+            ArgRef::buf("cand_bound"),
+            ArgRef::buf("out"),
+            ArgRef::buf("tau"),
+            ArgRef::buf("support"),
+            ArgRef::buf("kept"),
+            ArgRef::I32(plan.splits as i32),
+            ArgRef::I64(plan.split_len as i64),
+            ArgRef::I32(x.shape.max_pages as i32),
+        ]);
+        p.call(
+            Rc::new(decode),
+            dense_finish_geometry(&spec.decode, &self.tile, &shape),
+            a2,
+        );
+        Ok(p)
+    }
+
+    fn verify(&self, ran: &Program) -> Outcome {
+        let spec = &self.case.spec;
+        let x = self.case.inputs();
+        let full = paged_reference(spec, &x);
+        let got = DenseOutputs {
+            out: ran.get("out").to_f64_vec(),
+            tau: ran.get("tau").to_f64_vec(),
+            support: ran
+                .get("support")
+                .to_f64_vec()
+                .into_iter()
+                .map(|v| v as i64)
+                .collect(),
+        };
+        let c = compare(&full, &got, None);
+        let kept = ran.get("kept").to_f64_vec();
+        let group = spec.decode.group as usize;
+        let hq = x.shape.kv_heads as usize * group;
+        let tokens: f64 = (0..kept.len()).map(|i| x.seq_lens[i / hq] as f64).sum();
+        let kept_sum: f64 = kept.iter().sum();
+        // Kept counts are between the support size and the sequence length.
+        let kept_ok = kept.iter().enumerate().all(|(i, &kc)| {
+            kc >= full.heads[i].support as f64 && kc <= x.seq_lens[i / hq] as f64 && kc.is_finite()
+        });
+        Outcome::new(
+            c.passed && kept_ok,
+            format!(
+                "vs full cache: rel err {:.2e}, τ err {:.2e}, support ≤ {}, mismatches {}, non-finite {}; kept {:.2}% of tokens{}",
+                c.max_rel_err,
+                c.max_tau_err,
+                c.max_support,
+                c.support_mismatches,
+                c.non_finite,
+                100.0 * kept_sum / tokens,
+                if kept_ok { "" } else { " (kept counts out of range)" }
+            ),
+        )
+    }
+}
+
+/// Certified-exact checks: each axis value, adversarial data, odd lengths.
+pub fn checks() -> Vec<Box<dyn KernelCheck>> {
+    let mk = |alpha: f64,
+              d: u32,
+              g: u32,
+              p: u32,
+              bits: u32,
+              dtype: DType,
+              alibi: bool,
+              lens: Vec<u32>,
+              data: KeyData| {
+        let decode = DecodeSpec::new(alpha, d, g, dtype).expect("spec");
+        PagedCase {
+            spec: PagedSpec::new(decode, p, alibi, bits).expect("paged spec"),
+            kv_heads: 2,
+            seq_lens: lens,
+            seed: 101 + d as u64 + bits as u64,
+            data,
+            spare_pages: 2,
+        }
+    };
+    let cases = vec![
+        mk(
+            1.5,
+            32,
+            1,
+            16,
+            4,
+            DType::F16,
+            false,
+            vec![1, 16, 17, 2000],
+            KeyData::Normal,
+        ),
+        mk(1.5, 32, 1, 16, 8, DType::F16, false, vec![1500], KeyData::Normal),
+        mk(
+            2.0,
+            32,
+            3,
+            16,
+            4,
+            DType::F16,
+            true,
+            vec![300, 1000],
+            KeyData::Normal,
+        ),
+        mk(
+            4.0 / 3.0,
+            64,
+            2,
+            32,
+            4,
+            DType::BF16,
+            false,
+            vec![800],
+            KeyData::Peaked,
+        ),
+        mk(
+            1.25,
+            128,
+            1,
+            64,
+            8,
+            DType::BF16,
+            true,
+            vec![129, 640],
+            KeyData::Normal,
+        ),
+        mk(1.5, 32, 4, 16, 4, DType::F16, false, vec![400], KeyData::Ties),
+        mk(
+            1.5,
+            32,
+            8,
+            32,
+            4,
+            DType::BF16,
+            false,
+            vec![500, 33],
+            KeyData::Dominant,
+        ),
+        mk(2.0, 32, 1, 16, 4, DType::F16, false, vec![700], KeyData::Extreme),
+        mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
+    ];
+    let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
+    for case in cases {
+        let tile = DenseTile::default_for(&case.spec.decode);
+        let small = DenseTile {
+            threads: 64,
+            tokens_per_group: 2,
+            finish_threads: 64,
+            finish_capacity: 64,
+            ..tile
+        };
+        v.push(Box::new(CertifiedCheck {
+            case: case.clone(),
+            tile: DenseTile {
+                finish_capacity: 2048,
+                ..tile
+            },
+            sm_count: 132,
+        }));
+        v.push(Box::new(CertifiedCheck {
+            case,
+            tile: small,
+            sm_count: 1,
+        }));
+    }
+    v
+}
