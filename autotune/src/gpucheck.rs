@@ -9,7 +9,9 @@
 //!   the host for a sample of heads;
 //! - timing: CUDA-event medians of a whole decode step (both kernels) at the large shapes.
 
-use crate::device::{device_fill, time_ms, DenseBuffers, DevTensor, Kernels, SEED_K, SEED_V};
+use crate::device::{
+    device_fill, run_program, time_ms, DenseBuffers, DevTensor, FunctionCache, Kernels, SEED_K, SEED_V,
+};
 use crate::record::{Environment, TimingRecord};
 use anyhow::{bail, Context, Result};
 use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
@@ -331,6 +333,44 @@ pub fn run(opts: &Options, commit: &str) -> Result<Report> {
                 passed: false,
                 detail: format!("error: {e:#}"),
             }),
+        }
+    }
+    // The kernel suite (every KernelCheck the interpreter runs in CI), on the GPU.
+    let mut cache = FunctionCache::new(&gpu);
+    for check in entkv_kernels::suite::all_checks() {
+        let name = check.name();
+        let row = match check.program() {
+            Ok(mut p) => match run_program(&gpu, &mut cache, &mut p) {
+                Ok(_) => {
+                    let o = check.verify(&p);
+                    CheckRow {
+                        check: name,
+                        passed: o.passed,
+                        detail: o.detail,
+                    }
+                }
+                Err(e) => CheckRow {
+                    check: name,
+                    passed: false,
+                    detail: format!("error: {e:#}"),
+                },
+            },
+            Err(e) => CheckRow {
+                check: name,
+                passed: false,
+                detail: format!("error building the program: {e}"),
+            },
+        };
+        checks.push(row);
+    }
+    for f in cache.functions() {
+        let a = f.attrs();
+        if a.local_bytes > 0 {
+            checks.push(CheckRow {
+                check: format!("driver attrs {}", f.name()),
+                passed: false,
+                detail: format!("{} regs, {} B local (spills)", a.num_regs, a.local_bytes),
+            });
         }
     }
     let mut timings = Vec::new();

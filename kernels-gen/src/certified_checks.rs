@@ -2,20 +2,15 @@
 //! float64 reference over *every* token) on every input, adversarial ones included, while the
 //! number of kept tokens is reported.
 
-use crate::certified::{decode_kernel, select_kernel};
 use crate::check::{compare, DenseOutputs};
 use crate::decode_checks::add_paged_inputs;
 use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
-use crate::program::{ArgRef, Program};
+use crate::pipelines::{decode_pipeline, DecodeKind};
+use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::{data::round_to, scalar_of};
-use entkv_abi::{
-    dense_finish_geometry, dense_plan, dense_workspace, paged_score_geometry, DType, DecodeSpec, DenseShape,
-    DenseTile, PagedSpec,
-};
+use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
-use entkv_dsl::Scalar;
-use std::rc::Rc;
 
 /// `meta_bounds` and `sketch` of every full page (abi::paged), built on the host: min/max per
 /// dimension (exact key values), codes `round((k − min)/step)` with `step` computed in f32 from
@@ -87,89 +82,24 @@ impl KernelCheck for CertifiedCheck {
     fn program(&self) -> Result<Program, SuiteError> {
         let spec = &self.case.spec;
         let x = self.case.inputs();
-        let select = select_kernel(spec, &self.tile)?;
-        let decode = decode_kernel(spec, &self.tile)?;
-        let n = x.shape.max_pages as u64 * spec.page_size as u64;
-        let shape = DenseShape {
-            batch: x.shape.batch,
-            kv_heads: x.shape.kv_heads,
-            n,
-        };
-        let plan = dense_plan(&self.tile, &shape, self.sm_count).map_err(crate::KernelGenError::from)?;
-        let ws = dense_workspace(&spec.decode, &shape, &plan);
-        let heads = (x.shape.batch * x.shape.q_heads(spec)) as usize;
-        let d = spec.decode.head_dim as usize;
+        let max_tokens = x.shape.max_pages as u64 * spec.page_size as u64;
+        let pipeline = decode_pipeline(
+            DecodeKind::Certified,
+            spec,
+            &self.tile,
+            &x.shape,
+            max_tokens,
+            self.sm_count,
+        )?;
         let (bounds, sketch) = host_meta(spec, &x);
-        let kv = scalar_of(spec.decode.kv_dtype);
         let mut p = Program::new();
         add_paged_inputs(&mut p, &x);
-        p.buffer("meta_bounds", HostBuffer::from_f64_as(kv, &bounds));
+        p.buffer(
+            "meta_bounds",
+            HostBuffer::from_f64_as(scalar_of(spec.decode.kv_dtype), &bounds),
+        );
         p.buffer("sketch", HostBuffer::U32(sketch));
-        for name in ["cand_lb", "cand_ub"] {
-            p.poisoned(name, Scalar::F32, ws.cand_elems as usize);
-        }
-        p.poisoned("cand_idx", Scalar::I32, ws.cand_elems as usize)
-            .poisoned("cand_count", Scalar::I32, ws.split_elems as usize)
-            .poisoned("cand_bound", Scalar::F32, ws.split_elems as usize)
-            .poisoned("out", scalar_of(spec.decode.out_dtype), heads * d)
-            .poisoned("tau", Scalar::F32, heads)
-            .poisoned("support", Scalar::I32, heads)
-            .poisoned("kept", Scalar::I32, heads);
-        let alibi: Vec<ArgRef> = if spec.alibi {
-            vec![ArgRef::buf("alibi_slopes")]
-        } else {
-            Vec::new()
-        };
-        let mut a1 = vec![
-            ArgRef::buf("q"),
-            ArgRef::buf("k_pool"),
-            ArgRef::buf("block_table"),
-            ArgRef::buf("seq_lens"),
-            ArgRef::buf("meta_bounds"),
-            ArgRef::buf("sketch"),
-        ];
-        a1.extend(alibi.clone());
-        a1.extend([
-            ArgRef::buf("cand_lb"),
-            ArgRef::buf("cand_ub"),
-            ArgRef::buf("cand_idx"),
-            ArgRef::buf("cand_count"),
-            ArgRef::buf("cand_bound"),
-            ArgRef::I32(x.shape.max_pages as i32),
-            ArgRef::I32(plan.chunks_per_split as i32),
-        ]);
-        p.call(
-            Rc::new(select),
-            paged_score_geometry(&self.tile, x.shape.batch, x.shape.kv_heads, &plan),
-            a1,
-        );
-        let mut a2 = vec![
-            ArgRef::buf("q"),
-            ArgRef::buf("k_pool"),
-            ArgRef::buf("v_pool"),
-            ArgRef::buf("block_table"),
-            ArgRef::buf("seq_lens"),
-        ];
-        a2.extend(alibi);
-        a2.extend([
-            ArgRef::buf("cand_lb"),
-            ArgRef::buf("cand_ub"),
-            ArgRef::buf("cand_idx"),
-            ArgRef::buf("cand_count"),
-            ArgRef::buf("cand_bound"),
-            ArgRef::buf("out"),
-            ArgRef::buf("tau"),
-            ArgRef::buf("support"),
-            ArgRef::buf("kept"),
-            ArgRef::I32(plan.splits as i32),
-            ArgRef::I64(plan.split_len as i64),
-            ArgRef::I32(x.shape.max_pages as i32),
-        ]);
-        p.call(
-            Rc::new(decode),
-            dense_finish_geometry(&spec.decode, &self.tile, &shape),
-            a2,
-        );
+        pipeline.add_to(&mut p);
         Ok(p)
     }
 

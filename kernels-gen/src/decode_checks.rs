@@ -3,19 +3,14 @@
 //! selection that covers the support, against full-cache entmax too (Prop. 3.2: exact).
 
 use crate::check::{compare, DenseOutputs};
-use crate::decode::paged_kernels;
+use crate::data::Tensor;
 use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
-use crate::program::{ArgRef, Program};
+use crate::pipelines::{decode_pipeline, DecodeKind};
+use crate::program::Program;
 use crate::reference::{attend, DecodeReference};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
-use crate::{data::Tensor, scalar_of};
-use entkv_abi::{
-    dense_finish_geometry, dense_plan, dense_workspace, paged_score_geometry, DType, DecodeSpec, DensePlan,
-    DenseShape, DenseTile, PagedSpec,
-};
+use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
-use entkv_dsl::Scalar;
-use std::rc::Rc;
 
 /// Which pages a sparse decode is given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,21 +92,6 @@ impl PagedDecodeCheck {
             })
             .collect()
     }
-
-    fn plan(&self, x: &PagedInputs) -> Result<DensePlan, SuiteError> {
-        let p = self.spec().page_size as u64;
-        let n = x.shape.max_pages as u64 * p;
-        Ok(dense_plan(
-            &self.tile,
-            &DenseShape {
-                batch: x.shape.batch,
-                kv_heads: x.shape.kv_heads,
-                n,
-            },
-            self.sm_count,
-        )
-        .map_err(crate::KernelGenError::from)?)
-    }
 }
 
 impl KernelCheck for PagedDecodeCheck {
@@ -136,20 +116,16 @@ impl KernelCheck for PagedDecodeCheck {
         let spec = self.spec();
         let x = self.case.inputs();
         let full = paged_reference(spec, &x);
-        let selected = self.selection != Selection::All;
-        let [score, finish] = paged_kernels(spec, &self.tile, selected)?;
-        let plan = self.plan(&x)?;
-        let shape = DenseShape {
-            batch: x.shape.batch,
-            kv_heads: x.shape.kv_heads,
-            n: plan.split_len * plan.splits as u64,
+        let kind = if self.selection == Selection::All {
+            DecodeKind::Dense
+        } else {
+            DecodeKind::Sparse
         };
-        let ws = dense_workspace(&spec.decode, &shape, &plan);
-        let heads = (x.shape.batch * x.shape.q_heads(spec)) as usize;
-        let d = spec.decode.head_dim as usize;
+        let max_tokens = x.shape.max_pages as u64 * spec.page_size as u64;
+        let pipeline = decode_pipeline(kind, spec, &self.tile, &x.shape, max_tokens, self.sm_count)?;
         let mut p = Program::new();
         add_paged_inputs(&mut p, &x);
-        if selected {
+        if kind == DecodeKind::Sparse {
             let mp = x.shape.max_pages as usize;
             let mut sel = vec![-7; x.shape.selection_elems() as usize];
             let mut count = Vec::new();
@@ -163,55 +139,7 @@ impl KernelCheck for PagedDecodeCheck {
             p.buffer("sel_pages", HostBuffer::I32(sel));
             p.buffer("sel_count", HostBuffer::I32(count));
         }
-        p.poisoned("cand_z", Scalar::F32, ws.cand_elems as usize)
-            .poisoned("cand_idx", Scalar::I32, ws.cand_elems as usize)
-            .poisoned("cand_count", Scalar::I32, ws.split_elems as usize)
-            .poisoned("cand_lb", Scalar::F32, ws.split_elems as usize)
-            .poisoned("out", scalar_of(spec.decode.out_dtype), heads * d)
-            .poisoned("tau", Scalar::F32, heads)
-            .poisoned("support", Scalar::I32, heads);
-        let mut score_args = vec![
-            ArgRef::buf("q"),
-            ArgRef::buf("k_pool"),
-            ArgRef::buf("block_table"),
-            ArgRef::buf("seq_lens"),
-        ];
-        if selected {
-            score_args.extend([ArgRef::buf("sel_pages"), ArgRef::buf("sel_count")]);
-        }
-        if spec.alibi {
-            score_args.push(ArgRef::buf("alibi_slopes"));
-        }
-        score_args.extend([
-            ArgRef::buf("cand_z"),
-            ArgRef::buf("cand_idx"),
-            ArgRef::buf("cand_count"),
-            ArgRef::buf("cand_lb"),
-            ArgRef::I32(x.shape.max_pages as i32),
-            ArgRef::I32(plan.chunks_per_split as i32),
-        ]);
-        let g1 = paged_score_geometry(&self.tile, x.shape.batch, x.shape.kv_heads, &plan);
-        p.call(Rc::new(score), g1, score_args);
-        let g2 = dense_finish_geometry(&spec.decode, &self.tile, &shape);
-        p.call(
-            Rc::new(finish),
-            g2,
-            vec![
-                ArgRef::buf("cand_z"),
-                ArgRef::buf("cand_idx"),
-                ArgRef::buf("cand_count"),
-                ArgRef::buf("cand_lb"),
-                ArgRef::buf("v_pool"),
-                ArgRef::buf("block_table"),
-                ArgRef::buf("seq_lens"),
-                ArgRef::buf("out"),
-                ArgRef::buf("tau"),
-                ArgRef::buf("support"),
-                ArgRef::I32(plan.splits as i32),
-                ArgRef::I64(plan.split_len as i64),
-                ArgRef::I32(x.shape.max_pages as i32),
-            ],
-        );
+        pipeline.add_to(&mut p);
         Ok(p)
     }
 
