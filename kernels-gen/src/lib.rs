@@ -16,6 +16,7 @@ pub mod entmax;
 pub mod fill;
 pub mod finish;
 pub mod paged_data;
+pub mod pipelines;
 pub mod program;
 pub mod reference;
 pub mod stream;
