@@ -54,13 +54,20 @@ impl DenseTile {
         DenseTile {
             threads: 256,
             lanes_per_token,
-            tokens_per_group: (16 / spec.group).max(2),
+            // A GQA group's z registers (tokens × heads) plus in-flight K rows must fit 128
+            // registers at 256 threads: 16 tokens alone, about 12 shared across a group.
+            tokens_per_group: if spec.group == 1 {
+                16
+            } else {
+                (12 / spec.group).max(2)
+            },
             // Four steps: with one chunk per split (short contexts) two leave a loose bound and
             // ~4× the candidates; at 1M the extra steps cost nothing measurable
             // (results/2026-11-29-dense-streamed).
             newton_steps: 4,
-            // ptxas caps this one at 80 registers and spills without a floor.
-            score_min_blocks: if spec.group == 3 { 2 } else { 0 },
+            // Without a floor ptxas caps groups of 2 and 3 at 80 registers and spills; two
+            // CTAs per SM allow 128.
+            score_min_blocks: if matches!(spec.group, 2 | 3) { 2 } else { 0 },
             ctas_per_sm: 3,
             finish_threads: 256,
             finish_capacity: 4096,

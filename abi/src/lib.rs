@@ -7,12 +7,14 @@
 
 pub mod dense;
 pub mod geometry;
+pub mod meta;
 pub mod paged;
 pub mod signature;
 pub mod spec;
 
 pub use dense::*;
 pub use geometry::{ceil_div, LaunchGeometry};
+pub use meta::*;
 pub use paged::{check_batch, PagedShape, PagedSpec, SUPPORTED_SKETCH_BITS};
 pub use signature::{ArgKind, ArgSpec, Elem};
 pub use spec::{

@@ -24,7 +24,8 @@
 //! - `sketch`: `[num_pages, kv_heads, page_size, head_dim·bits/32]` u32: each key quantized to
 //!   `bits` ∈ {4, 8} per dimension on the page's own affine range,
 //!   `code_i = round((k_i − min_i)/step_i)`, `step_i = (max_i − min_i)/(2^bits − 1)` (code 0 when
-//!   `max_i = min_i`), so `|k_i − (min_i + code_i·step_i)| ≤ step_i/2`. Dimension `i` is bits
+//!   `max_i = min_i`), so `|k_i − (min_i + code_i·step_i)| ≤ step_i/2` up to f32 rounding
+//!   (`crate::meta` defines `step_i` exactly and the bound guaranteed). Dimension `i` is bits
 //!   `(i·bits) mod 32 ..` of word `i·bits/32` (low bits first).
 //!
 //! Metadata is defined for *full* pages. The last page of a sequence is never scored: every

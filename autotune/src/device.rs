@@ -297,61 +297,148 @@ impl<'g> FunctionCache<'g> {
     }
 }
 
-/// A [`Program`]'s buffers on the device.
+/// Named device buffers (a [`Program`]'s, or ones allocated and filled on the device) and the
+/// launcher of calls that refer to them by name.
 pub struct DeviceProgram {
-    buffers: HashMap<String, DeviceBuffer<u8>>,
+    buffers: HashMap<String, (DeviceBuffer<u8>, entkv_dsl::Scalar, usize)>,
 }
 
 impl DeviceProgram {
-    /// Upload every buffer of `p`.
-    pub fn upload(gpu: &Gpu, p: &Program) -> Result<DeviceProgram> {
-        let mut buffers = HashMap::new();
-        for (name, b) in &p.buffers {
-            // Zero-length buffers still get a valid (1-byte) allocation.
-            let mut bytes = b.to_le_bytes();
-            if bytes.is_empty() {
-                bytes.push(0);
-            }
-            buffers.insert(name.clone(), DeviceBuffer::from_host(gpu, &bytes)?);
+    pub fn new() -> DeviceProgram {
+        DeviceProgram {
+            buffers: HashMap::new(),
         }
-        Ok(DeviceProgram { buffers })
     }
 
-    /// Launch every call of `p` on `stream` (no synchronisation).
-    pub fn launch(&self, cache: &mut FunctionCache, p: &Program, stream: RawStream) -> Result<()> {
-        p.check()?;
-        for c in &p.calls {
-            let args: Vec<KernelArg> = c
-                .args
-                .iter()
-                .map(|a| match a {
-                    ArgRef::Buf(name) => self.buffers[name].arg(),
+    /// Upload every buffer of `p`.
+    pub fn upload(gpu: &Gpu, p: &Program) -> Result<DeviceProgram> {
+        let mut d = DeviceProgram::new();
+        for (name, b) in &p.buffers {
+            d.put(gpu, name, b)?;
+        }
+        Ok(d)
+    }
+
+    /// Upload (or replace) one buffer.
+    pub fn put(&mut self, gpu: &Gpu, name: &str, b: &entkv_dsl::interp::HostBuffer) -> Result<()> {
+        // Zero-length buffers still get a valid (1-byte) allocation.
+        let mut bytes = b.to_le_bytes();
+        if bytes.is_empty() {
+            bytes.push(0);
+        }
+        let dev = DeviceBuffer::from_host(gpu, &bytes)?;
+        self.buffers.insert(name.to_string(), (dev, b.elem(), b.len()));
+        Ok(())
+    }
+
+    /// Allocate a buffer of `len` elements filled with 0xff bytes (NaN for floats, −1 for
+    /// integers), so anything a kernel fails to write shows.
+    pub fn alloc_poisoned(
+        &mut self,
+        gpu: &Gpu,
+        name: &str,
+        elem: entkv_dsl::Scalar,
+        len: usize,
+    ) -> Result<()> {
+        let bytes = (len * elem.size_bytes() as usize).max(1);
+        let mut dev = DeviceBuffer::<u8>::alloc_zeros(gpu, bytes)?;
+        dev.fill_bytes(0xff)?;
+        self.buffers.insert(name.to_string(), (dev, elem, len));
+        Ok(())
+    }
+
+    /// Allocate `len` elements of `dtype` filled on the device by the counter-based generator
+    /// (`entkv_kernels::fill`), so multi-gigabyte caches need no host upload.
+    pub fn alloc_normal(
+        &mut self,
+        gpu: &Gpu,
+        kernels: &mut Kernels,
+        name: &str,
+        dtype: DType,
+        len: u64,
+        seed: u32,
+    ) -> Result<()> {
+        let t = DevTensor::alloc(gpu, dtype, len as usize)?;
+        device_fill(gpu, kernels, &t, dtype, len, seed)?;
+        let raw = match t {
+            DevTensor::Half(b) => b.into_bytes(),
+            DevTensor::Single(b) => b.into_bytes(),
+        };
+        self.buffers.insert(
+            name.to_string(),
+            (raw, crate::device::scalar_of_dtype(dtype), len as usize),
+        );
+        Ok(())
+    }
+
+    /// Launch `calls` on `stream` (no synchronisation).
+    pub fn launch_calls(
+        &self,
+        cache: &mut FunctionCache,
+        calls: &[entkv_kernels::program::Call],
+        stream: RawStream,
+    ) -> Result<()> {
+        for c in calls {
+            let mut args = Vec::with_capacity(c.args.len());
+            for a in &c.args {
+                args.push(match a {
+                    ArgRef::Buf(name) => match self.buffers.get(name) {
+                        Some((b, _, _)) => b.arg(),
+                        None => anyhow::bail!("{}: no device buffer `{name}`", c.kernel.name),
+                    },
                     ArgRef::I32(v) => KernelArg::I32(*v),
                     ArgRef::U32(v) => KernelArg::U32(*v),
                     ArgRef::I64(v) => KernelArg::I64(*v),
                     ArgRef::F32(v) => KernelArg::F32(*v),
-                })
-                .collect();
+                });
+            }
             let f = cache.get(&c.kernel)?;
-            // SAFETY: `Program::check` matched every argument with the kernel's parameters, and
-            // every buffer was uploaded from the host buffer of the element type and length the
-            // kernel was written for; the buffers live in `self`, which outlives the launch
-            // (callers synchronise before dropping it).
+            // SAFETY: the calls come from `entkv_kernels::pipelines` (or a checked Program),
+            // whose buffer names are bound here to allocations of the element type and length
+            // each kernel was built for; the buffers outlive the launch (callers synchronise
+            // before dropping `self`).
             unsafe { launch(f, &c.geometry, stream, &args)? };
         }
         Ok(())
     }
 
+    /// Launch every call of `p` on `stream` (no synchronisation).
+    pub fn launch(&self, cache: &mut FunctionCache, p: &Program, stream: RawStream) -> Result<()> {
+        p.check()?;
+        self.launch_calls(cache, &p.calls, stream)
+    }
+
+    /// Download one buffer as a host buffer of its element type.
+    pub fn get(&self, name: &str) -> Result<entkv_dsl::interp::HostBuffer> {
+        let Some((b, elem, len)) = self.buffers.get(name) else {
+            anyhow::bail!("no device buffer `{name}`");
+        };
+        let mut h = entkv_dsl::interp::HostBuffer::zeros(*elem, *len);
+        let bytes = b.to_host()?;
+        if *len > 0 && !h.copy_from_le_bytes(&bytes) {
+            anyhow::bail!("buffer `{name}` came back with {} bytes", bytes.len());
+        }
+        Ok(h)
+    }
+
     /// Copy every buffer back into `p`.
     pub fn download(&self, p: &mut Program) -> Result<()> {
         for (name, b) in p.buffers.iter_mut() {
-            let bytes = self.buffers[name].to_host()?;
-            if !b.is_empty() && !b.copy_from_le_bytes(&bytes) {
-                anyhow::bail!("buffer `{name}` came back with {} bytes", bytes.len());
-            }
+            *b = self.get(name)?;
         }
         Ok(())
     }
+}
+
+impl Default for DeviceProgram {
+    fn default() -> Self {
+        DeviceProgram::new()
+    }
+}
+
+/// The DSL element type of a boundary dtype.
+pub fn scalar_of_dtype(d: DType) -> entkv_dsl::Scalar {
+    entkv_kernels::scalar_of(d)
 }
 
 /// Upload `p`, run its calls once, download the results into `p`.

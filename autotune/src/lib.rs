@@ -9,4 +9,5 @@ pub mod bench;
 pub mod device;
 pub mod emit;
 pub mod gpucheck;
+pub mod paper;
 pub mod record;

@@ -27,16 +27,18 @@
 use crate::finish::{
     gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source, SOLVE_REL_TOL,
 };
+use crate::page_meta;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{DenseTile, PagedSpec};
+use entkv_abi::{sketch_inv_levels, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
-/// Relative slack on a page's `Σ|q'_i|·max(|min_i|, |max_i|)` that covers f32 rounding: the
-/// d-term dot products giving `ŝ` and the exact score (`≤ (d+2)·2⁻²⁴` relative each), the
-/// dequantisation `min + code·step` (`≤ 2⁻²²` relative to `|min| + |max|`), and the additions
-/// of ε, the slack and ALiBi (a few ulps). `8·(d+2)·2⁻²⁴ + 2⁻²⁰` is at least twice all of them.
+/// Relative slack on a page's `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)` that covers f32 rounding:
+/// the d-term dot products giving `ŝ` and the exact score (`≤ (d+2)·2⁻²⁴` relative each), the
+/// sketch's own rounding (`2⁻²²·(max − min) + 2⁻¹²⁶`, `entkv_abi::sketch_error_bound`), and the
+/// additions of ε, the slack and ALiBi (a few ulps). `8·(d+2)·2⁻²⁴ + 2⁻²⁰` is at least twice all
+/// of them.
 pub fn slack(head_dim: u32) -> f64 {
     8.0 * (head_dim as f64 + 2.0) * (2.0f64).powi(-24) + (2.0f64).powi(-20)
 }
@@ -133,6 +135,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         sketched,
         slack: slack(ds.head_dim),
     };
+    let err = std::cell::Cell::new(None);
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
         k.if_(c0.lt(src.len), |k| {
@@ -142,7 +145,13 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
                 let c = k.let_("ci", c0 + (lanes.tgroup + r * lanes.token_groups).i64());
                 let valid = k.let_("valid", c.lt(src.len));
                 let t = k.let_("t", select(valid, c, 0i64));
-                let tb = ctx.token_bounds(k, &qr, t, valid);
+                let tb = match ctx.token_bounds(k, &qr, t, valid) {
+                    Ok(tb) => tb,
+                    Err(e) => {
+                        err.replace(Some(e));
+                        return;
+                    }
+                };
                 for (g, bnd) in tb.into_iter().enumerate() {
                     bounds[g].push(bnd);
                 }
@@ -158,6 +167,9 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
             );
         });
     });
+    if let Some(e) = err.take() {
+        return Err(e);
+    }
     stream.finish(&mut k, &seg_index);
     Ok(k.finish()?)
 }
@@ -178,13 +190,19 @@ impl BoundCtx<'_> {
     /// before the last page, the exact score (both bounds) inside it. Loads are predicated and
     /// the lane reductions run outside any branch, so lanes that share a token may take
     /// different paths from lanes of other tokens in the same warp.
-    fn token_bounds(&self, k: &mut KernelBuilder, qr: &QueryRegs, t: Var, valid: Var) -> Vec<(Var, Var)> {
+    fn token_bounds(
+        &self,
+        k: &mut KernelBuilder,
+        qr: &QueryRegs,
+        t: Var,
+        valid: Var,
+    ) -> Result<Vec<(Var, Var)>, KernelGenError> {
         let ds = &self.spec.decode;
         let group = ds.group as usize;
         let row = self.src.row(k, t.e());
         let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
-        let terms = self.page_terms(k, qr, t, row, in_sketch);
-        let codes = self.codes(k, row, in_sketch);
+        let terms = self.page_terms(k, qr, t, row);
+        let codes = self.codes(k, row)?;
         let kv = load_row_if(k, &self.lanes, self.keys, row, in_sketch.not());
         let mut partial = Vec::new();
         for (tm, qg) in terms.iter().zip(&qr.q) {
@@ -201,7 +219,7 @@ impl BoundCtx<'_> {
             partial.push((Reduce::Sum, exact));
         }
         let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
-        (0..group)
+        Ok((0..group)
             .map(|g| {
                 let alibi = k.let_("alibi", alibi_term(qr, g, t, &self.src));
                 let (s, e, z) = (tot[3 * g], tot[3 * g + 1], tot[3 * g + 2]);
@@ -212,34 +230,28 @@ impl BoundCtx<'_> {
                     k.let_("ubv", select(valid, ub, f32c(f64::NEG_INFINITY))),
                 )
             })
-            .collect()
+            .collect())
     }
 
     /// The page's affine terms for this lane's dimensions, per head: `base = Σ q'_i·min_i`,
     /// `w_i = q'_i·step_i`, and the half-width `ε = Σ|w_i|/2 + slack·Σ|q'_i|·max(|min_i|,|max_i|)`
-    /// (partial sums over this lane's dimensions). Metadata is read only when `load`.
-    fn page_terms(
-        &self,
-        k: &mut KernelBuilder,
-        qr: &QueryRegs,
-        t: Var,
-        row: Var,
-        load: Var,
-    ) -> Vec<PageTerms> {
+    /// (partial sums over this lane's dimensions). Read for every token, like the codes: the
+    /// last page's (stale) metadata is never used.
+    fn page_terms(&self, k: &mut KernelBuilder, qr: &QueryRegs, t: Var, row: Var) -> Vec<PageTerms> {
         let ds = &self.spec.decode;
         let (d, p) = (ds.head_dim as i64, self.spec.page_size as i64);
-        let levels = ((1u64 << self.spec.sketch_bits) - 1) as f64;
+        let inv_levels = sketch_inv_levels(self.spec.sketch_bits) as f64;
         // The (page, head) metadata block is two d-rows at (row − slot·d)/P·2.
         let meta = k.let_("meta", (row - (t % p) * d) / p * 2);
         let meta_max = k.let_("meta_max", meta + d);
-        let mins = load_row_if(k, &self.lanes, self.bounds, meta, load.e());
-        let maxs = load_row_if(k, &self.lanes, self.bounds, meta_max, load.e());
+        let mins = load_row_if(k, &self.lanes, self.bounds, meta, boolc(true));
+        let maxs = load_row_if(k, &self.lanes, self.bounds, meta_max, boolc(true));
         let mins: Vec<Var> = mins.into_iter().map(|v| k.let_("mnf", v.f32())).collect();
         let maxs: Vec<Var> = maxs.into_iter().map(|v| k.let_("mxf", v.f32())).collect();
         let steps: Vec<Var> = mins
             .iter()
             .zip(&maxs)
-            .map(|(mn, mx)| k.let_("step", (*mx - *mn) * (1.0 / levels)))
+            .map(|(mn, mx)| k.let_("step", (*mx - *mn) * inv_levels))
             .collect();
         let mags: Vec<Expr> = mins
             .iter()
@@ -264,46 +276,16 @@ impl BoundCtx<'_> {
             .collect()
     }
 
-    /// This lane's dimensions' codes of the token whose K row starts at `row`, as f32 (read
-    /// only when `load`, else 0).
-    fn codes(&self, k: &mut KernelBuilder, row: Var, load: Var) -> Vec<Expr> {
-        let ds = &self.spec.decode;
-        let bits = self.spec.sketch_bits;
-        let words_per_token = self.spec.sketch_words() as i64;
-        // The sketch has the pool's (page, head, slot) order with `words_per_token` per slot.
-        let lane_words = self.lanes.dims * bits / 32;
-        let at = k.let_(
-            "sk_at",
-            row / ds.head_dim as i64 * words_per_token + (self.lanes.sub * lane_words).i64(),
-        );
-        let words: Vec<Var> = (0..lane_words)
-            .map(|_| k.let_typed("skw", Scalar::U32, 0))
-            .collect();
-        k.if_(load, |k| {
-            let mut off = 0u32;
-            while off < lane_words {
-                let n = [4u32, 2, 1]
-                    .into_iter()
-                    .find(|&n| n <= lane_words - off && off % n == 0)
-                    .unwrap_or(1);
-                for (j, v) in k
-                    .load_vec("sk", self.sketch, at + off as i64, n)
-                    .into_iter()
-                    .enumerate()
-                {
-                    k.assign(words[(off + j as u32) as usize], v);
-                }
-                off += n;
-            }
-        });
-        let per_word = 32 / bits;
-        let mask = ((1u64 << bits) - 1) as u32;
-        (0..self.lanes.dims)
-            .map(|i| {
-                let w = words[(i / per_word) as usize];
-                ((w >> ((i % per_word) * bits)) & mask).f32()
-            })
-            .collect()
+    /// This lane's dimensions' codes of the token whose K row starts at `row`, as f32. Loaded
+    /// for every token (the last page's sketch rows exist in the pool, their codes are simply
+    /// not used), so no load sits in a divergent branch.
+    fn codes(&self, k: &mut KernelBuilder, row: Var) -> Result<Vec<Expr>, KernelGenError> {
+        // A token's sketch row has the index of its K row (same (page, head, slot) order).
+        let sketch_row = k.let_("sketch_row", row / self.spec.decode.head_dim as i64);
+        let first = self.lanes.sub * self.lanes.dims;
+        let codes =
+            page_meta::emit_sketch_codes_at(k, self.spec, self.sketch, sketch_row, first, self.lanes.dims)?;
+        Ok(codes.into_iter().map(|c| c.f32()).collect())
     }
 }
 

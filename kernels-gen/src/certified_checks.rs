@@ -4,56 +4,12 @@
 
 use crate::check::{compare, DenseOutputs};
 use crate::decode_checks::add_paged_inputs;
-use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
-use crate::pipelines::{decode_pipeline, DecodeKind};
+use crate::paged_data::{paged_reference, KeyData, PagedCase};
+use crate::pipelines::{decode_pipeline, meta_build_pipeline, DecodeKind};
 use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
-use crate::{data::round_to, scalar_of};
-use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{full_pages, DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
-
-/// `meta_bounds` and `sketch` of every full page (abi::paged), built on the host: min/max per
-/// dimension (exact key values), codes `round((k − min)/step)` with `step` computed in f32 from
-/// the stored bounds. Pages without metadata stay NaN / zero.
-pub fn host_meta(spec: &PagedSpec, x: &PagedInputs) -> (Vec<f64>, Vec<u32>) {
-    let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
-    let hkv = x.shape.kv_heads as usize;
-    let bits = spec.sketch_bits;
-    let levels = ((1u32 << bits) - 1) as f32;
-    let words = spec.sketch_words() as usize;
-    let mut bounds = vec![f64::NAN; x.shape.meta_elems(spec) as usize];
-    let mut sketch = vec![0u32; x.shape.sketch_words(spec) as usize];
-    for (b, &len) in x.seq_lens.iter().enumerate() {
-        let full = (len as usize - 1) / p; // pages before the last one
-        for j in 0..full {
-            let page = x.block_table[b * x.shape.max_pages as usize + j] as usize;
-            for kvh in 0..hkv {
-                let rows: Vec<&[f64]> = (0..p).map(|s| x.key(spec, b, kvh, j * p + s)).collect();
-                let mb = (page * hkv + kvh) * 2 * d;
-                for i in 0..d {
-                    let mn = rows.iter().map(|r| r[i]).fold(f64::INFINITY, f64::min);
-                    let mx = rows.iter().map(|r| r[i]).fold(f64::NEG_INFINITY, f64::max);
-                    bounds[mb + i] = round_to(spec.decode.kv_dtype, mn).1;
-                    bounds[mb + d + i] = round_to(spec.decode.kv_dtype, mx).1;
-                    let step = (bounds[mb + d + i] as f32 - bounds[mb + i] as f32) * (1.0 / levels);
-                    for (s, r) in rows.iter().enumerate() {
-                        let code = if step > 0.0 {
-                            ((r[i] - bounds[mb + i]) / step as f64)
-                                .round()
-                                .clamp(0.0, levels as f64) as u32
-                        } else {
-                            0
-                        };
-                        let slot = (page * hkv + kvh) * p + s;
-                        let bit = i as u32 * bits;
-                        sketch[slot * words + (bit / 32) as usize] |= code << (bit % 32);
-                    }
-                }
-            }
-        }
-    }
-    (bounds, sketch)
-}
 
 pub struct CertifiedCheck {
     pub case: PagedCase,
@@ -91,14 +47,14 @@ impl KernelCheck for CertifiedCheck {
             max_tokens,
             self.sm_count,
         )?;
-        let (bounds, sketch) = host_meta(spec, &x);
+        // Metadata for every full page, built by `page_meta_build` in the same program.
+        let pages =
+            full_pages(spec, &x.shape, &x.seq_lens, &x.block_table).map_err(crate::KernelGenError::from)?;
+        let (meta, list) = meta_build_pipeline(spec, &x.shape, &pages)?;
         let mut p = Program::new();
         add_paged_inputs(&mut p, &x);
-        p.buffer(
-            "meta_bounds",
-            HostBuffer::from_f64_as(scalar_of(spec.decode.kv_dtype), &bounds),
-        );
-        p.buffer("sketch", HostBuffer::U32(sketch));
+        p.buffer("meta_pages", HostBuffer::I32(list));
+        meta.add_to(&mut p);
         pipeline.add_to(&mut p);
         Ok(p)
     }

@@ -15,6 +15,7 @@ pub mod decode_checks;
 pub mod entmax;
 pub mod fill;
 pub mod finish;
+pub mod page_meta;
 pub mod paged_data;
 pub mod pipelines;
 pub mod program;

@@ -239,6 +239,56 @@ pub fn decode_pipeline(
     Ok(Pipeline { calls, buffers, plan })
 }
 
+/// Build the metadata (bounds, moments, sketch) of the physical pages in `pages` (e.g.
+/// `entkv_abi::full_pages` after prefill). Adds the page list as buffer `meta_pages`.
+pub fn meta_build_pipeline(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    pages: &[i32],
+) -> Result<(Pipeline, Vec<i32>), KernelGenError> {
+    let tile = entkv_abi::MetaTile::default_for(spec);
+    let kernel = crate::page_meta::build_kernel(spec, &tile)?;
+    let kv = scalar_of(spec.decode.kv_dtype);
+    let buffers = vec![
+        BufferSpec {
+            name: "meta_bounds",
+            elem: kv,
+            len: shape.meta_elems(spec) as usize,
+        },
+        BufferSpec {
+            name: "meta_moments",
+            elem: kv,
+            len: shape.meta_elems(spec) as usize,
+        },
+        BufferSpec {
+            name: "sketch",
+            elem: Scalar::U32,
+            len: shape.sketch_words(spec) as usize,
+        },
+    ];
+    let mut calls = Vec::new();
+    if !pages.is_empty() {
+        calls.push(Call {
+            kernel: Rc::new(kernel),
+            geometry: entkv_abi::meta_build_geometry(&tile, shape, pages.len() as u64)?,
+            args: vec![
+                buf("k_pool"),
+                buf("meta_pages"),
+                buf("meta_bounds"),
+                buf("meta_moments"),
+                buf("sketch"),
+                ArgRef::I32(pages.len() as i32),
+            ],
+        });
+    }
+    let plan = DensePlan {
+        chunks_per_split: 1,
+        splits: 1,
+        split_len: 1,
+    };
+    Ok((Pipeline { calls, buffers, plan }, pages.to_vec()))
+}
+
 impl Pipeline {
     /// Add the pipeline's workspace and outputs to a program, poisoned.
     pub fn add_to(self, p: &mut crate::program::Program) {

@@ -80,6 +80,19 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         })
     }
 
+    /// The same allocation viewed as bytes (ownership moves; nothing is copied).
+    pub fn into_bytes(self) -> DeviceBuffer<u8> {
+        let bytes = DeviceBuffer {
+            gpu: self.gpu.clone(),
+            ptr: self.ptr,
+            len: self.len * std::mem::size_of::<T>(),
+            _marker: PhantomData,
+        };
+        // The allocation now belongs to `bytes`; dropping `self` would free it.
+        std::mem::forget(self);
+        bytes
+    }
+
     /// `len` zeroed elements (memset queued on the `Gpu`'s stream).
     pub fn alloc_zeros(gpu: &Gpu, len: usize) -> Result<Self> {
         let mut buf = Self::alloc_uninit(gpu, len)?;

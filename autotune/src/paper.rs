@@ -1,0 +1,231 @@
+//! Decode pipelines at the BENCH.md shapes on the GPU: a paged cache of gigabytes generated on
+//! the device (pools filled by the counter-based generator, pages scattered by a shuffled block
+//! table), the pipelines of `entkv_kernels::pipelines` run on it, outputs checked against the
+//! float64 reference on sampled heads (K/V regenerated on the host), and each decode step timed
+//! with CUDA events.
+
+use crate::device::{time_ms, DeviceProgram, FunctionCache, Kernels};
+use crate::record::{Environment, TimingRecord};
+use anyhow::Result;
+use entkv_abi::{DenseShape, DenseTile, PagedShape, PagedSpec};
+use entkv_dsl::interp::HostBuffer;
+use entkv_kernels::check::{compare, DenseCheck, DenseOutputs};
+use entkv_kernels::data::{normal, Tensor};
+use entkv_kernels::fill::value_at;
+use entkv_kernels::pipelines::{decode_pipeline, DecodeKind, Pipeline};
+use entkv_kernels::reference::{attend, DecodeReference, HeadReference};
+use entkv_runtime::Gpu;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+const SEED_K: u32 = 0x1234_5678;
+const SEED_V: u32 = 0x0bad_cafe;
+
+/// A paged cache on the device with every sequence `n` tokens long.
+pub struct PaperCache {
+    pub spec: PagedSpec,
+    pub shape: PagedShape,
+    pub n: u64,
+    pub q: Tensor,
+    pub block_table: Vec<i32>,
+    pub dev: DeviceProgram,
+}
+
+impl PaperCache {
+    /// Allocate and fill q, the pools, the block table and the lengths.
+    pub fn new(
+        gpu: &Gpu,
+        kernels: &mut Kernels,
+        spec: PagedSpec,
+        batch: u32,
+        kv_heads: u32,
+        n: u64,
+        seed: u64,
+    ) -> Result<PaperCache> {
+        let p = spec.page_size as u64;
+        let pages_per_seq = n.div_ceil(p) as u32;
+        let shape = PagedShape {
+            batch,
+            kv_heads,
+            num_pages: batch * pages_per_seq,
+            max_pages: pages_per_seq,
+        };
+        let mut perm: Vec<i32> = (0..shape.num_pages as i32).collect();
+        perm.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+        let q_heads = shape.q_heads(&spec) as usize;
+        let d = spec.decode.head_dim as usize;
+        let q = Tensor::from_f64(spec.decode.q_dtype, &normal(seed, batch as usize * q_heads * d));
+        let mut dev = DeviceProgram::new();
+        dev.put(gpu, "q", &entkv_kernels::decode_checks::host_tensor(&q))?;
+        let pool = shape.pool_elems(&spec);
+        dev.alloc_normal(gpu, kernels, "k_pool", spec.decode.kv_dtype, pool, SEED_K)?;
+        dev.alloc_normal(gpu, kernels, "v_pool", spec.decode.kv_dtype, pool, SEED_V)?;
+        dev.put(gpu, "block_table", &HostBuffer::I32(perm.clone()))?;
+        dev.put(gpu, "seq_lens", &HostBuffer::I32(vec![n as i32; batch as usize]))?;
+        if spec.alibi {
+            let slopes: Vec<f32> = (1..=q_heads)
+                .map(|i| (-8.0 * i as f64 / q_heads as f64).exp2() as f32)
+                .collect();
+            dev.put(gpu, "alibi_slopes", &HostBuffer::F32(slopes))?;
+        }
+        Ok(PaperCache {
+            spec,
+            shape,
+            n,
+            q,
+            block_table: perm,
+            dev,
+        })
+    }
+
+    fn row(&self, seed: u32, b: usize, kvh: usize, t: usize) -> Vec<f64> {
+        let (p, d) = (self.spec.page_size as usize, self.spec.decode.head_dim as usize);
+        let page = self.block_table[b * self.shape.max_pages as usize + t / p] as u64;
+        let base = ((page * self.shape.kv_heads as u64 + kvh as u64) * p as u64 + (t % p) as u64) * d as u64;
+        (0..d as u64)
+            .map(|i| value_at(self.spec.decode.kv_dtype, seed, 1.0, base + i))
+            .collect()
+    }
+
+    /// Full-cache float64 reference of head `hd` (= b·q_heads + h) over `tokens` (all when
+    /// `None`), from K/V regenerated on the host.
+    pub fn reference(&self, hd: usize, tokens: Option<&[usize]>) -> HeadReference {
+        let q_heads = self.shape.q_heads(&self.spec) as usize;
+        let d = self.spec.decode.head_dim as usize;
+        let (b, h) = (hd / q_heads, hd % q_heads);
+        let kvh = h / self.spec.decode.group as usize;
+        let all: Vec<usize> = (0..self.n as usize).collect();
+        let toks = tokens.unwrap_or(&all);
+        let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();
+        let values: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect();
+        let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
+        let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
+        let bias: Vec<f64> = if self.spec.alibi {
+            let slope = (-8.0 * (h + 1) as f64 / q_heads as f64).exp2() as f32 as f64;
+            toks.iter()
+                .map(|&t| slope * (t as f64 - (self.n as f64 - 1.0)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        attend(
+            &self.q.values[hd * d..][..d],
+            &kr,
+            &vr,
+            &bias,
+            self.spec.decode.alpha,
+        )
+    }
+
+    /// Allocate a pipeline's workspace and outputs (poisoned).
+    pub fn prepare(&mut self, gpu: &Gpu, pipeline: &Pipeline) -> Result<()> {
+        for b in &pipeline.buffers {
+            self.dev.alloc_poisoned(gpu, b.name, b.elem, b.len)?;
+        }
+        Ok(())
+    }
+
+    /// The decode pipeline of `kind` with the default tile for this GPU.
+    pub fn pipeline(&self, kind: DecodeKind, tile: &DenseTile, sm_count: u32) -> Result<Pipeline> {
+        let max_tokens = self.shape.max_pages as u64 * self.spec.page_size as u64;
+        Ok(decode_pipeline(
+            kind,
+            &self.spec,
+            tile,
+            &self.shape,
+            max_tokens,
+            sm_count,
+        )?)
+    }
+
+    /// Outputs of the last run.
+    pub fn outputs(&self) -> Result<DenseOutputs> {
+        Ok(DenseOutputs {
+            out: self.dev.get("out")?.to_f64_vec(),
+            tau: self.dev.get("tau")?.to_f64_vec(),
+            support: self
+                .dev
+                .get("support")?
+                .to_f64_vec()
+                .into_iter()
+                .map(|v| v as i64)
+                .collect(),
+        })
+    }
+
+    /// Compare sampled heads of `got` with the full-cache reference (multithreaded).
+    pub fn check_sampled(&self, got: &DenseOutputs, samples: usize) -> DenseCheck {
+        let heads = (self.shape.batch * self.shape.q_heads(&self.spec)) as usize;
+        let step = (heads / samples.max(1)).max(1);
+        let mut sample: Vec<usize> = (0..heads).step_by(step).collect();
+        if sample.last() != Some(&(heads - 1)) {
+            sample.push(heads - 1);
+        }
+        let refs: Vec<HeadReference> = std::thread::scope(|s| {
+            let hs: Vec<_> = sample
+                .iter()
+                .map(|&hd| s.spawn(move || self.reference(hd, None)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("reference thread"))
+                .collect()
+        });
+        let d = self.spec.decode.head_dim as usize;
+        let picked = DenseOutputs {
+            out: sample
+                .iter()
+                .flat_map(|&hd| got.out[hd * d..][..d].to_vec())
+                .collect(),
+            tau: sample.iter().map(|&hd| got.tau[hd]).collect(),
+            support: sample.iter().map(|&hd| got.support[hd]).collect(),
+        };
+        let mut c = compare(&DecodeReference { heads: refs }, &picked, None);
+        // Every head, sampled or not, must have produced finite results.
+        if !(got.out.iter().chain(&got.tau).all(|x| x.is_finite()) && got.support.iter().all(|&s| s > 0)) {
+            c.passed = false;
+            c.non_finite += 1;
+        }
+        c
+    }
+}
+
+/// Run `pipeline` once (for checking) and then time it; returns the per-step times.
+pub fn run_and_time(
+    gpu: &Gpu,
+    cache: &mut FunctionCache,
+    pc: &PaperCache,
+    pipeline: &Pipeline,
+    warmup: usize,
+    iters: usize,
+) -> Result<Vec<f64>> {
+    pc.dev.launch_calls(cache, &pipeline.calls, gpu.stream_raw())?;
+    gpu.synchronize()?;
+    time_ms(gpu, warmup, iters, |s| {
+        pc.dev.launch_calls(cache, &pipeline.calls, s)
+    })
+}
+
+/// A timing record of one method at a paper shape.
+pub fn record(
+    env: &Environment,
+    workload: &str,
+    method: &str,
+    pc: &PaperCache,
+    times: &[f64],
+    bytes: u64,
+) -> TimingRecord {
+    TimingRecord::new(
+        env,
+        workload,
+        method,
+        &DenseShape {
+            batch: pc.shape.batch,
+            kv_heads: pc.shape.kv_heads,
+            n: pc.n,
+        },
+        &pc.spec.decode,
+        times,
+        bytes,
+        crate::gpucheck::CEILING_BYTES_PER_S,
+    )
+}

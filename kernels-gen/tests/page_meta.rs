@@ -1,0 +1,41 @@
+//! The page metadata kernels in the CPU interpreter: every `page_meta` check of the suite (the
+//! same checks `entkv gpu-check` runs on the GPU) must pass.
+
+use entkv_kernels::page_meta::checks;
+use entkv_kernels::suite::run_interp;
+
+#[test]
+fn page_meta_checks_pass_in_the_interpreter() {
+    let mut failed = Vec::new();
+    for check in checks() {
+        let name = check.name();
+        match run_interp(check.as_ref()) {
+            Ok(o) => {
+                println!("{} {name}: {}", if o.passed { "ok  " } else { "FAIL" }, o.detail);
+                if !o.passed {
+                    failed.push(name);
+                }
+            }
+            Err(e) => {
+                println!("ERR  {name}: {e}");
+                failed.push(name);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+}
+
+#[test]
+fn page_meta_checks_are_registered_in_the_suite() {
+    let all: Vec<String> = entkv_kernels::suite::all_checks()
+        .iter()
+        .map(|c| c.name())
+        .collect();
+    for c in checks() {
+        assert!(
+            all.contains(&c.name()),
+            "{} is not in suite::all_checks()",
+            c.name()
+        );
+    }
+}
