@@ -74,6 +74,28 @@ impl DenseTile {
         }
     }
 
+    /// The certified decode's tile. Its score pass keeps per token and head the page's affine
+    /// terms and the codes of its dimensions, about twice the dense pass's registers, so rows
+    /// are split over more lanes (≥ 8 dimensions each: one 4-bit sketch word) and fewer tokens
+    /// per lane group; choices checked with ptxas for 0 spills across d and GQA. Its finish pass
+    /// stages an upper bound per candidate too, so it stages fewer to fit static shared memory.
+    pub fn default_certified(spec: &DecodeSpec) -> DenseTile {
+        DenseTile {
+            lanes_per_token: (spec.head_dim * spec.group / 16)
+                .next_power_of_two()
+                .clamp(1, (spec.head_dim / 8).max(1)),
+            tokens_per_group: match spec.group {
+                1 => 8,
+                2 | 3 => 4,
+                4 => 2,
+                _ => 1,
+            },
+            score_min_blocks: 0,
+            finish_capacity: 2048,
+            ..DenseTile::default_for(spec)
+        }
+    }
+
     /// Tokens one score CTA covers per chunk.
     pub fn chunk_len(&self) -> u32 {
         self.threads / self.lanes_per_token * self.tokens_per_group

@@ -6,11 +6,13 @@
 //! no DSL, no CUDA, so the runtime can depend on it and stay light.
 
 pub mod dense;
+pub mod gaussian;
 pub mod geometry;
 pub mod meta;
 pub mod paged;
 pub mod signature;
 pub mod spec;
+pub mod topk;
 
 pub use dense::*;
 pub use geometry::{ceil_div, LaunchGeometry};
@@ -21,3 +23,4 @@ pub use spec::{
     check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError, SUPPORTED_GROUPS,
     SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES,
 };
+pub use topk::*;

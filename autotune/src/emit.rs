@@ -1,7 +1,7 @@
 //! `entkv emit`: write the LLVM IR and PTX of every kernel module of a specialization.
 
 use anyhow::{Context, Result};
-use entkv_abi::DecodeSpec;
+use entkv_abi::PagedSpec;
 use entkv_codegen::{compile_module, llvm_version, Target};
 use entkv_kernels::modules_for;
 use serde::Serialize;
@@ -31,13 +31,13 @@ pub struct Manifest {
     pub alpha: f64,
     pub head_dim: u32,
     pub page_size: u32,
-    pub specs: Vec<DecodeSpec>,
+    pub specs: Vec<PagedSpec>,
     pub modules: Vec<ManifestModule>,
 }
 
 /// Compile every module of every spec and write `<module>__<spec>.{ll,ptx}` and
 /// `manifest.json` into `out`.
-pub fn emit(specs: &[DecodeSpec], page_size: u32, out: &Path) -> Result<Manifest> {
+pub fn emit(specs: &[PagedSpec], out: &Path) -> Result<Manifest> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let target = Target::default();
     let first = specs.first().context("no specialization to emit")?;
@@ -50,15 +50,15 @@ pub fn emit(specs: &[DecodeSpec], page_size: u32, out: &Path) -> Result<Manifest
             target.ptx_version / 10,
             target.ptx_version % 10
         ),
-        alpha: first.alpha.value(),
-        head_dim: first.head_dim,
-        page_size,
+        alpha: first.decode.alpha.value(),
+        head_dim: first.decode.head_dim,
+        page_size: first.page_size,
         specs: specs.to_vec(),
         modules: Vec::new(),
     };
     for spec in specs {
         for module in modules_for(spec)? {
-            let stem = format!("{}__{}", module.name, spec.tag());
+            let stem = format!("{}__{}", module.name, spec.sketch_tag());
             let kernels: Vec<&entkv_dsl::Kernel> = module.kernels.iter().collect();
             let compiled = compile_module(&stem, &kernels, &target)
                 .with_context(|| format!("compiling module {stem}"))?;

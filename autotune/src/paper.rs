@@ -13,7 +13,7 @@ use entkv_kernels::check::{compare, DenseCheck, DenseOutputs};
 use entkv_kernels::data::{normal, Tensor};
 use entkv_kernels::fill::value_at;
 use entkv_kernels::pipelines::{decode_pipeline, DecodeKind, Pipeline};
-use entkv_kernels::reference::{attend, DecodeReference, HeadReference};
+use entkv_kernels::reference::{attend, attend_softmax, DecodeReference, HeadReference};
 use entkv_runtime::Gpu;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -153,18 +153,52 @@ impl PaperCache {
         })
     }
 
-    /// Compare sampled heads of `got` with the full-cache reference (multithreaded).
-    pub fn check_sampled(&self, got: &DenseOutputs, samples: usize) -> DenseCheck {
+    /// Heads checked against the reference: evenly spaced, the first and the last.
+    pub fn sample(&self, samples: usize) -> Vec<usize> {
         let heads = (self.shape.batch * self.shape.q_heads(&self.spec)) as usize;
         let step = (heads / samples.max(1)).max(1);
         let mut sample: Vec<usize> = (0..heads).step_by(step).collect();
         if sample.last() != Some(&(heads - 1)) {
             sample.push(heads - 1);
         }
+        sample
+    }
+
+    /// Tokens of head `hd`'s selection, read back from `sel_pages`/`sel_count`.
+    pub fn selected_tokens(&self, hd: usize) -> Result<Vec<usize>> {
+        let q_heads = self.shape.q_heads(&self.spec) as usize;
+        let (b, h) = (hd / q_heads, hd % q_heads);
+        let kvh = h / self.spec.decode.group as usize;
+        let row = b * self.shape.kv_heads as usize + kvh;
+        let count = self.dev.get("sel_count")?.to_f64_vec()[row] as usize;
+        let mp = self.shape.max_pages as usize;
+        let pages = self.dev.get("sel_pages")?.to_f64_vec();
+        let p = self.spec.page_size as usize;
+        Ok(pages[row * mp..row * mp + count]
+            .iter()
+            .flat_map(|&j| (j as usize * p..(j as usize + 1) * p).filter(|&t| t < self.n as usize))
+            .collect())
+    }
+
+    /// Compare sampled heads of `got` with the full-cache reference (multithreaded), or with
+    /// entmax over each head's own selection when `selected`.
+    pub fn check_sampled(&self, got: &DenseOutputs, samples: usize, selected: bool) -> Result<DenseCheck> {
+        let sample = self.sample(samples);
+        let toks: Vec<Option<Vec<usize>>> = sample
+            .iter()
+            .map(|&hd| {
+                if selected {
+                    self.selected_tokens(hd).map(Some)
+                } else {
+                    Ok(None)
+                }
+            })
+            .collect::<Result<_>>()?;
         let refs: Vec<HeadReference> = std::thread::scope(|s| {
             let hs: Vec<_> = sample
                 .iter()
-                .map(|&hd| s.spawn(move || self.reference(hd, None)))
+                .zip(&toks)
+                .map(|(&hd, t)| s.spawn(move || self.reference(hd, t.as_deref())))
                 .collect();
             hs.into_iter()
                 .map(|h| h.join().expect("reference thread"))
@@ -185,7 +219,40 @@ impl PaperCache {
             c.passed = false;
             c.non_finite += 1;
         }
-        c
+        Ok(c)
+    }
+
+    /// Max relative L2 error of sampled heads of `out` against softmax attention over each
+    /// head's selection (the Quest baseline).
+    pub fn check_softmax_sampled(&self, out: &[f64], samples: usize) -> Result<f64> {
+        let d = self.spec.decode.head_dim as usize;
+        let q_heads = self.shape.q_heads(&self.spec) as usize;
+        let mut worst = 0.0f64;
+        for hd in self.sample(samples) {
+            let toks = self.selected_tokens(hd)?;
+            let (b, h) = (hd / q_heads, hd % q_heads);
+            let kvh = h / self.spec.decode.group as usize;
+            let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();
+            let values: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect();
+            let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
+            let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
+            let r = attend_softmax(&self.q.values[hd * d..][..d], &kr, &vr, &[]);
+            let o = &out[hd * d..][..d];
+            let diff = r
+                .iter()
+                .zip(o)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+            let norm = r.iter().map(|a| a * a).sum::<f64>().sqrt();
+            let rel = if o.iter().all(|x| x.is_finite()) {
+                diff / norm
+            } else {
+                f64::INFINITY
+            };
+            worst = worst.max(rel);
+        }
+        Ok(worst)
     }
 }
 

@@ -193,10 +193,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         };
         v.push(Box::new(CertifiedCheck {
             case: case.clone(),
-            tile: DenseTile {
-                finish_capacity: 2048,
-                ..tile
-            },
+            tile: DenseTile::default_certified(&case.spec.decode),
             sm_count: 132,
         }));
         v.push(Box::new(CertifiedCheck {

@@ -15,6 +15,8 @@ pub mod decode_checks;
 pub mod entmax;
 pub mod fill;
 pub mod finish;
+pub mod gaussian;
+pub mod normal;
 pub mod page_meta;
 pub mod paged_data;
 pub mod pipelines;
@@ -23,8 +25,9 @@ pub mod reference;
 pub mod stream;
 pub mod suite;
 pub mod tokens;
+pub mod topk;
 
-use entkv_abi::{DType, DecodeSpec, DenseTile, SpecError};
+use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec, SpecError};
 use entkv_dsl::{DslError, Kernel, Scalar};
 use thiserror::Error;
 
@@ -53,10 +56,45 @@ pub struct KernelModule {
     pub kernels: Vec<Kernel>,
 }
 
-/// Every kernel module that exists for a decode specialization, with default tile configs.
-pub fn modules_for(spec: &DecodeSpec) -> Result<Vec<KernelModule>, KernelGenError> {
-    let tile = DenseTile::default_for(spec);
-    Ok(vec![dense_module(spec, &tile)?])
+/// Every kernel module that exists for a specialization, with default tile configs, one module
+/// (one emitted file) per kernel family: `page_meta`, `page_score` (box bound and Gaussian
+/// moments), `select_topk`, `select_gaussian`, `select_certified`, `decode_certified`,
+/// `decode_dense`, `decode_sparse`, `decode_softmax_topk`, and the contiguous-cache
+/// `decode_contiguous`.
+pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError> {
+    let mut out = page_meta::modules(spec)?;
+    let mut score = KernelModule {
+        name: "page_score",
+        kernels: Vec::new(),
+    };
+    for m in topk::modules(spec)?.into_iter().chain(gaussian::modules(spec)?) {
+        if m.name == score.name {
+            score.kernels.extend(m.kernels);
+        } else {
+            out.push(m);
+        }
+    }
+    out.push(score);
+    let cert = DenseTile::default_certified(&spec.decode);
+    out.push(KernelModule {
+        name: "select_certified",
+        kernels: vec![certified::select_kernel(spec, &cert)?],
+    });
+    out.push(KernelModule {
+        name: "decode_certified",
+        kernels: vec![certified::decode_kernel(spec, &cert)?],
+    });
+    let tile = DenseTile::default_for(&spec.decode);
+    out.push(KernelModule {
+        name: "decode_dense",
+        kernels: decode::paged_kernels(spec, &tile, false)?.into(),
+    });
+    out.push(KernelModule {
+        name: "decode_sparse",
+        kernels: decode::paged_kernels(spec, &tile, true)?.into(),
+    });
+    out.push(dense_module(&spec.decode, &tile)?);
+    Ok(out)
 }
 
 /// The contiguous-cache decode pair (score + finish) for one tile config.

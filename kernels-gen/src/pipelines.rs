@@ -11,8 +11,10 @@ use crate::decode::paged_kernels;
 use crate::program::{ArgRef, Call};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{
-    dense_finish_geometry, dense_plan, dense_workspace, paged_score_geometry, DensePlan, DenseShape,
-    DenseTile, PagedShape, PagedSpec,
+    dense_finish_geometry, dense_plan, dense_workspace, page_score_box_geometry, page_scores_elems,
+    paged_score_geometry, select_topk_geometry, softmax_topk_finish_geometry, softmax_topk_plan,
+    softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, DenseShape, DenseTile, PagedShape,
+    PagedSpec, SelectTopkTile, SoftmaxTopkTile,
 };
 use entkv_dsl::Scalar;
 use std::rc::Rc;
@@ -30,7 +32,6 @@ pub struct BufferSpec {
 pub struct Pipeline {
     pub calls: Vec<Call>,
     pub buffers: Vec<BufferSpec>,
-    pub plan: DensePlan,
 }
 
 /// Which decode.
@@ -236,7 +237,7 @@ pub fn decode_pipeline(
             ]
         }
     };
-    Ok(Pipeline { calls, buffers, plan })
+    Ok(Pipeline { calls, buffers })
 }
 
 /// Build the metadata (bounds, moments, sketch) of the physical pages in `pages` (e.g.
@@ -281,15 +282,169 @@ pub fn meta_build_pipeline(
             ],
         });
     }
-    let plan = DensePlan {
-        chunks_per_split: 1,
-        splits: 1,
-        split_len: 1,
-    };
-    Ok((Pipeline { calls, buffers, plan }, pages.to_vec()))
+    Ok((Pipeline { calls, buffers }, pages.to_vec()))
+}
+
+/// Top-k page selection: box bounds of every scored page, then the `budget_pages` best per
+/// (sequence, KV head) plus the last page into `sel_pages`/`sel_count`.
+pub fn topk_select_pipeline(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    budget_pages: i32,
+) -> Result<Pipeline, KernelGenError> {
+    let box_tile = BoxScoreTile::default_for(spec);
+    let sel_tile = SelectTopkTile::default_for(spec);
+    let score = crate::topk::score::box_kernel(spec, &box_tile)?;
+    let select = crate::topk::select::select_kernel(spec, &sel_tile)?;
+    let mut a1 = vec![buf("q"), buf("meta_bounds"), buf("block_table"), buf("seq_lens")];
+    if spec.alibi {
+        a1.push(buf("alibi_slopes"));
+    }
+    a1.extend([buf("page_scores"), ArgRef::I32(shape.max_pages as i32)]);
+    let a2 = vec![
+        buf("page_scores"),
+        buf("seq_lens"),
+        buf("sel_pages"),
+        buf("sel_count"),
+        ArgRef::I32(shape.max_pages as i32),
+        ArgRef::I32(budget_pages),
+    ];
+    Ok(Pipeline {
+        calls: vec![
+            Call {
+                kernel: Rc::new(score),
+                geometry: page_score_box_geometry(spec, &box_tile, shape),
+                args: a1,
+            },
+            Call {
+                kernel: Rc::new(select),
+                geometry: select_topk_geometry(&sel_tile, shape),
+                args: a2,
+            },
+        ],
+        buffers: selection_buffers(shape, page_scores_elems(shape) as usize),
+    })
+}
+
+fn selection_buffers(shape: &PagedShape, scores: usize) -> Vec<BufferSpec> {
+    vec![
+        BufferSpec {
+            name: "page_scores",
+            elem: Scalar::F32,
+            len: scores,
+        },
+        BufferSpec {
+            name: "sel_pages",
+            elem: Scalar::I32,
+            len: shape.selection_elems() as usize,
+        },
+        BufferSpec {
+            name: "sel_count",
+            elem: Scalar::I32,
+            len: (shape.batch * shape.kv_heads) as usize,
+        },
+    ]
+}
+
+/// Softmax attention over the selected pages (the Quest baseline), planned for selections of at
+/// most `budget_pages` + 1 pages.
+pub fn softmax_topk_pipeline(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    budget_pages: i32,
+    sm_count: u32,
+) -> Result<Pipeline, KernelGenError> {
+    let tile = SoftmaxTopkTile::default_for(spec);
+    let plan = softmax_topk_plan(spec, &tile, shape, budget_pages, sm_count)?;
+    let ws = softmax_topk_workspace(spec, shape, &plan);
+    let score = crate::topk::softmax::score_kernel(spec, &tile)?;
+    let finish = crate::topk::softmax::finish_kernel(spec, &tile)?;
+    let mut a1 = vec![
+        buf("q"),
+        buf("k_pool"),
+        buf("v_pool"),
+        buf("block_table"),
+        buf("seq_lens"),
+        buf("sel_pages"),
+        buf("sel_count"),
+    ];
+    if spec.alibi {
+        a1.push(buf("alibi_slopes"));
+    }
+    a1.extend([
+        buf("part_ml"),
+        buf("part_acc"),
+        ArgRef::I32(shape.max_pages as i32),
+        ArgRef::I32(plan.chunks_per_split as i32),
+    ]);
+    let a2 = vec![
+        buf("part_ml"),
+        buf("part_acc"),
+        buf("sel_count"),
+        buf("seq_lens"),
+        buf("out"),
+        ArgRef::I32(plan.splits as i32),
+        ArgRef::I32(plan.split_len as i32),
+    ];
+    let heads = (shape.batch * shape.q_heads(spec)) as usize;
+    Ok(Pipeline {
+        calls: vec![
+            Call {
+                kernel: Rc::new(score),
+                geometry: softmax_topk_score_geometry(&tile, shape, &plan),
+                args: a1,
+            },
+            Call {
+                kernel: Rc::new(finish),
+                geometry: softmax_topk_finish_geometry(spec, &tile, shape),
+                args: a2,
+            },
+        ],
+        buffers: vec![
+            BufferSpec {
+                name: "part_ml",
+                elem: Scalar::F32,
+                len: ws.ml_elems as usize,
+            },
+            BufferSpec {
+                name: "part_acc",
+                elem: Scalar::F32,
+                len: ws.acc_elems as usize,
+            },
+            BufferSpec {
+                name: "out",
+                elem: scalar_of(spec.decode.out_dtype),
+                len: heads * spec.decode.head_dim as usize,
+            },
+        ],
+    })
+}
+
+/// Gaussian-aware page selection with the default tiles and the reference's parameters:
+/// moments, τ̂, σ̄ and the keep rule, into `sel_pages`/`sel_count` (and `tau_hat`).
+pub fn gaussian_select_pipeline(spec: &PagedSpec, shape: &PagedShape) -> Result<Pipeline, KernelGenError> {
+    let (calls, buffers) = crate::gaussian::gaussian_pipeline(
+        spec,
+        &entkv_abi::gaussian::MomentsTile::default_for(spec),
+        &entkv_abi::gaussian::GaussTile::default_for(spec),
+        &entkv_abi::gaussian::GaussianParams::default(),
+        shape,
+    )?;
+    Ok(Pipeline { calls, buffers })
 }
 
 impl Pipeline {
+    /// This pipeline followed by `next` (buffers of both).
+    pub fn then(mut self, next: Pipeline) -> Pipeline {
+        self.calls.extend(next.calls);
+        for b in next.buffers {
+            if !self.buffers.iter().any(|x| x.name == b.name) {
+                self.buffers.push(b);
+            }
+        }
+        self
+    }
+
     /// Add the pipeline's workspace and outputs to a program, poisoned.
     pub fn add_to(self, p: &mut crate::program::Program) {
         for b in &self.buffers {

@@ -143,6 +143,30 @@ pub fn attend(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64], alpha
     }
 }
 
+/// Softmax attention of one query in float64: `s_j = q·k_j/√d + bias_j`,
+/// `o = Σ_j softmax(s)_j v_j` (the baseline the sparse entmax paths are compared with).
+pub fn attend_softmax(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64]) -> Vec<f64> {
+    let inv_sqrt_d = 1.0 / (q.len() as f64).sqrt();
+    let s: Vec<f64> = keys
+        .iter()
+        .enumerate()
+        .map(|(j, k)| {
+            q.iter().zip(k.iter()).map(|(a, b)| a * b).sum::<f64>() * inv_sqrt_d
+                + bias.get(j).copied().unwrap_or(0.0)
+        })
+        .collect();
+    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = s.iter().map(|&x| (x - m).exp()).collect();
+    let total: f64 = w.iter().sum();
+    let mut out = vec![0.0; values.first().map_or(q.len(), |v| v.len())];
+    for (wj, v) in w.iter().zip(values) {
+        for (o, x) in out.iter_mut().zip(v.iter()) {
+            *o += wj / total * x;
+        }
+    }
+    out
+}
+
 /// A dense decode problem in float64: q `[batch, q_heads, d]`, K and V
 /// `[batch, kv_heads, n, d]` (values already rounded to the kernel's storage types).
 #[derive(Clone, Debug)]

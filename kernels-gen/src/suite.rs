@@ -53,7 +53,9 @@ pub fn run_interp(check: &dyn KernelCheck) -> Result<Outcome, SuiteError> {
 pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
     v.extend(crate::page_meta::checks());
+    v.extend(crate::gaussian::checks());
     v.extend(crate::decode_checks::checks());
     v.extend(crate::certified_checks::checks());
+    v.extend(crate::topk::checks());
     v
 }

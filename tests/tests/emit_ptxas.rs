@@ -3,7 +3,7 @@
 //!
 //! Without ptxas the test prints why and passes, unless `ENTKV_REQUIRE_PTXAS=1` (set by CI).
 
-use entkv_abi::{DType, DecodeSpec, SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS};
+use entkv_abi::{DType, DecodeSpec, PagedSpec, SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES};
 use entkv_codegen::{compile_module, ptxas, Target};
 use entkv_kernels::modules_for;
 
@@ -18,39 +18,49 @@ fn ptxas_available() -> bool {
     false
 }
 
-fn specs() -> Vec<DecodeSpec> {
+/// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
+/// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
+/// group).
+fn specs() -> Vec<PagedSpec> {
     let mut v = Vec::new();
-    // Each axis value at least once, around the paper's spec (α = 1.5, d = 32, f16).
     for alpha in [1.5, 2.0, 4.0 / 3.0, 1.25] {
-        v.push(DecodeSpec::new(alpha, 32, 1, DType::F16).unwrap());
-    }
-    for d in SUPPORTED_HEAD_DIMS {
-        v.push(DecodeSpec::new(1.5, d, 1, DType::BF16).unwrap());
+        for d in SUPPORTED_HEAD_DIMS {
+            for p in SUPPORTED_PAGE_SIZES {
+                v.push(
+                    PagedSpec::new(DecodeSpec::new(alpha, d, 1, DType::F16).unwrap(), p, false, 4).unwrap(),
+                );
+            }
+        }
     }
     for g in SUPPORTED_GROUPS {
-        v.push(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap());
+        v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::BF16).unwrap(), 16, true, 8).unwrap());
     }
     v
 }
 
-#[test]
-fn every_module_assembles_without_spills() {
-    let check_ptxas = ptxas_available();
+/// Compile and assemble every module of `specs`; returns the kernels with spills or local memory.
+/// Kernels whose IR is identical to one already checked (those α, GQA or ALiBi don't change,
+/// e.g. `page_meta`) are assembled once.
+fn check_specs(specs: &[PagedSpec], check_ptxas: bool) -> Vec<String> {
     let target = Target::default();
     let mut failures = Vec::new();
-    for spec in specs() {
-        for module in modules_for(&spec).unwrap() {
+    let mut seen = std::collections::HashSet::new();
+    for spec in specs {
+        for mut module in modules_for(spec).unwrap() {
+            module.kernels.retain(|k| {
+                let mut ir = k.clone();
+                ir.name.clear();
+                seen.insert(serde_json::to_string(&ir).expect("IR serializes"))
+            });
+            if module.kernels.is_empty() {
+                continue;
+            }
             let kernels: Vec<&entkv_dsl::Kernel> = module.kernels.iter().collect();
             let compiled = compile_module(module.name, &kernels, &target).unwrap();
             for k in &module.kernels {
                 assert!(compiled.ptx.contains(&format!(".entry {}", k.name)), "{}", k.name);
-                assert!(
-                    compiled
-                        .ptx
-                        .contains(&format!(".maxntid {}, 1, 1", k.block_threads)),
-                    "{}: launch bound",
-                    k.name
-                );
+                let bound = format!(".maxntid {}, 1, 1", k.block_threads);
+                assert!(compiled.ptx.contains(&bound), "{}: launch bound", k.name);
             }
             assert!(compiled.ptx.contains(".target sm_90"));
             assert!(
@@ -62,23 +72,38 @@ fn every_module_assembles_without_spills() {
                 continue;
             }
             let report = ptxas::assemble(&compiled.ptx, target.sm).unwrap();
+            assert_eq!(report.functions.len(), module.kernels.len());
             for f in &report.functions {
-                println!(
-                    "{}: {} regs, {} B shared, spills {}/{} B, stack {} B",
-                    f.name,
-                    f.registers,
-                    f.shared_bytes,
-                    f.spill_store_bytes,
-                    f.spill_load_bytes,
-                    f.stack_frame_bytes
-                );
                 if f.spill_store_bytes + f.spill_load_bytes + f.stack_frame_bytes > 0 {
+                    println!(
+                        "{}: {} regs, spills {}/{} B, stack {} B",
+                        f.name, f.registers, f.spill_store_bytes, f.spill_load_bytes, f.stack_frame_bytes
+                    );
                     failures.push(f.name.clone());
                 }
             }
-            assert_eq!(report.functions.len(), module.kernels.len());
         }
     }
+    failures
+}
+
+#[test]
+fn every_module_assembles_without_spills() {
+    let check_ptxas = ptxas_available();
+    let specs = specs();
+    // Two workers (CI has two cores); kernels are built inside each worker.
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(2).copied().collect();
+                s.spawn(move || check_specs(&mine, check_ptxas))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
     assert!(
         failures.is_empty(),
         "kernels with spills or local memory: {failures:?}"

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use entkv_abi::{check_page_size, DType, DecodeSpec};
+use entkv_abi::{DType, DecodeSpec, PagedSpec};
 use entkv_autotune::{bench, emit, gpucheck};
 use std::path::PathBuf;
 
@@ -37,6 +37,12 @@ enum Cmd {
         /// K/V storage type (f16, bf16).
         #[arg(long, default_value = "f16")]
         kv_dtype: String,
+        /// Kernels take per-head ALiBi slopes.
+        #[arg(long)]
+        alibi: bool,
+        /// Bits per dimension of the key sketch of the certified-exact path (4 or 8).
+        #[arg(long, default_value_t = 4)]
+        sketch_bits: u32,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -83,15 +89,23 @@ fn main() -> Result<()> {
             page_size,
             group,
             kv_dtype,
+            alibi,
+            sketch_bits,
             out,
         } => {
             let kv = DType::parse(&kv_dtype)?;
-            check_page_size(page_size)?;
             let specs = group
                 .iter()
-                .map(|&g| DecodeSpec::new(alpha, head_dim, g, kv))
+                .map(|&g| {
+                    PagedSpec::new(
+                        DecodeSpec::new(alpha, head_dim, g, kv)?,
+                        page_size,
+                        alibi,
+                        sketch_bits,
+                    )
+                })
                 .collect::<Result<Vec<_>, _>>()?;
-            let m = emit::emit(&specs, page_size, &out)?;
+            let m = emit::emit(&specs, &out)?;
             for module in &m.modules {
                 println!(
                     "{} ({} entries)",

@@ -1,0 +1,121 @@
+//! `page_score_box`: the box upper bound of every scored page, per KV head, maximised over the
+//! group's query heads (spec §3, without the reference's ALiBi quirks: the bound is in score
+//! units, `q·k/√d`, and each query head adds its own slope).
+//!
+//! Rigour: `max(q_i·min_i, q_i·max_i)` is `q_i·max_i` for `q_i ≥ 0` and `q_i·min_i` otherwise
+//! (the sign trick: one bound per dimension, one FMA), and f32 rounding is monotone, so the
+//! rounded product is still the larger one. The bound differs from its exact value only by the
+//! rounding of `d` FMAs, the lane reduction, the 1/√d scaling and the ALiBi product.
+
+use super::{i64_of, load_run, pages_of};
+use crate::{scalar_of, KernelGenError};
+use entkv_abi::{page_score_box_entry, BoxScoreTile, PagedSpec};
+use entkv_dsl::*;
+
+/// `page_score_box`: grid (page blocks, kv heads, batch).
+pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
+    tile.check(spec)?;
+    let ds = &spec.decode;
+    let mut k = KernelBuilder::new(page_score_box_entry(spec, tile), tile.threads);
+    let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
+    let meta = k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read);
+    let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let slopes = spec
+        .alibi
+        .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
+    let scores = k.buffer("page_scores", Scalar::F32, Access::Write);
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+
+    let d = ds.head_dim;
+    let group = ds.group;
+    let lanes = BoxScoreTile::lanes_per_page(spec);
+    let dims = d / lanes; // one 16-byte slice of each bound row
+    let lane_groups = tile.threads / lanes;
+    let per_block = tile.pages_per_block(spec);
+
+    let blk = k.let_("blk", k.block_idx(Axis::X));
+    let kvh = k.let_("kvh", k.block_idx(Axis::Y));
+    let b = k.let_("b", k.block_idx(Axis::Z));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+    let tid = k.let_("tid", k.thread_idx());
+    let sub = k.let_("sub", tid % lanes);
+    let lg = k.let_("lg", (tid / lanes).i32());
+    let len = k.let_("len", seq_lens.at(b));
+    let pages = pages_of(&mut k, spec, len);
+    let scored = k.let_("scored", pages - 1i32);
+    let first = k.let_("first", blk.i32() * per_block as i32);
+    let mp = k.let_("mp", max_pages);
+    let bt_row = k.let_("bt_row", i64_of(b) * i64_of(mp));
+    let out_row = k.let_(
+        "out_row",
+        (i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(mp),
+    );
+
+    // CTAs past this sequence's scored pages have nothing to do (uniform).
+    k.if_(first.lt(scored), |k| {
+        // q/√d for this lane's dims of every head of the group (scaled once, here).
+        let inv_sqrt_d = 1.0 / (d as f64).sqrt();
+        let mut qs: Vec<Vec<Var>> = Vec::new();
+        let mut slope: Vec<Var> = Vec::new();
+        for g in 0..group {
+            let h = k.let_("h", kvh * group + g);
+            let at =
+                (i64_of(b) * i64_of(kv_heads) * group as i64 + i64_of(h)) * d as i64 + i64_of(sub * dims);
+            let raw = load_run(k, "q", q, at, dims);
+            qs.push(
+                raw.into_iter()
+                    .map(|x| k.let_("qs", x.f32() * inv_sqrt_d))
+                    .collect(),
+            );
+            if let Some(s) = slopes {
+                slope.push(k.let_("slope", s.at(h)));
+            }
+        }
+        // All metadata loads of the CTA's pages first, so they are in flight together.
+        let mut pages_v = Vec::new();
+        for r in 0..tile.pages_per_group {
+            let j = k.let_("j", first + lg + (r * lane_groups) as i32);
+            let valid = k.let_("valid", j.lt(scored));
+            // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
+            let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
+            let at = k.let_(
+                "meta_at",
+                (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * (2 * d) as i64 + i64_of(sub * dims),
+            );
+            let lo = load_run(k, "kmin", meta, at.e(), dims);
+            let hi = load_run(k, "kmax", meta, at + d as i64, dims);
+            pages_v.push((j, valid, lo, hi));
+        }
+        // Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims, per (page, head).
+        let mut partial = Vec::new();
+        for (_, _, lo, hi) in &pages_v {
+            for qg in &qs {
+                let dot = qg
+                    .iter()
+                    .zip(lo.iter().zip(hi))
+                    .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
+                        fma(*qx, select(qx.ge(0.0f32), *mx, *mn).f32(), acc)
+                    });
+                partial.push((Reduce::Sum, dot));
+            }
+        }
+        let dots = k.warp_allreduce_width(&partial, lanes);
+        for (r, (j, valid, _, _)) in pages_v.iter().enumerate() {
+            // The page's last token sits at (j+1)·P − 1 and the query at len − 1.
+            let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
+            let bound = (0..group as usize).fold(f32c(f64::NEG_INFINITY), |m, g| {
+                let u = dots[r * group as usize + g].e();
+                let u = match slope.get(g) {
+                    Some(s) => fma(*s, dpos, u),
+                    None => u,
+                };
+                m.max(u)
+            });
+            k.if_(valid.and(sub.eq_(0u32)), |k| {
+                k.store(scores, out_row + i64_of(*j), bound)
+            });
+        }
+    });
+    Ok(k.finish()?)
+}

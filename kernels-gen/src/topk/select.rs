@@ -1,0 +1,196 @@
+//! `select_topk`: per (batch, KV head), the `k = min(budget, pages − 1)` scored pages with the
+//! largest bounds, in the selection format of `entkv_abi::paged`.
+//!
+//! Radix select, one CTA per (batch, kv head), looping over the pages (any count, fixed shared
+//! memory):
+//! - Each score becomes an order-preserving u32 key ([`radix_key`]); the largest keys win and
+//!   equal keys go to the lower page index, so the result is deterministic.
+//! - Pass `i` (8 bits, most significant first) histograms the digit of the keys that still
+//!   match the prefix resolved so far, and a block scan over the bins (highest first) finds the
+//!   bin holding the k-th largest key. The keys above it are certainly kept; the prefix grows by
+//!   that digit and the pass repeats for the remaining rank. When the bin holds exactly the
+//!   remaining rank, every key in it is kept and the search stops early; otherwise four passes
+//!   resolve the k-th key exactly.
+//! - A final, order-preserving sweep keeps the keys above the threshold prefix and the first
+//!   `need` keys equal to it, placing each by a block scan of packed (above, equal) counts.
+//!
+//! The histogram threads keep a run (digit, count) and flush it with one shared atomic when the
+//! digit changes: in the first pass nearly every key shares the sign/exponent byte, and without
+//! the runs a warp's 32 same-bin atomics would serialise.
+
+use super::pages_of;
+use crate::KernelGenError;
+use entkv_abi::{select_topk_entry, PagedSpec, SelectTopkTile, RADIX_BINS, RADIX_BITS};
+use entkv_dsl::*;
+
+/// The order-preserving u32 key of an f32 score: negative numbers have all bits flipped, the
+/// others only the sign bit, so `−∞ < … < −0 < +0 < … < +∞` compare as unsigned integers. NaN
+/// (which finite metadata never produces) maps to the largest key: a page whose bound is unknown
+/// is kept rather than dropped. `reference::radix_key` is the host mirror.
+pub fn radix_key(k: &mut KernelBuilder, s: Var) -> Var {
+    let bits = k.let_("bits", s.e().bitcast(Scalar::U32));
+    let key = select((bits >> 31u32).eq_(1u32), bits.not(), bits | 0x8000_0000u32);
+    k.let_("key", select(s.ne_(s), u32c(u32::MAX as u64), key))
+}
+
+/// `select_topk`: grid (kv heads, batch).
+pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
+    tile.check(spec)?;
+    let threads = tile.threads;
+    let items = tile.items_per_thread;
+    let sweep = (threads * items) as i32;
+    let mut k = KernelBuilder::new(select_topk_entry(spec, tile), threads);
+    let scores = k.buffer("page_scores", Scalar::F32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
+    let sel_count = k.buffer("sel_count", Scalar::I32, Access::Write);
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+    let budget = k.scalar_param("budget_pages", Scalar::I32);
+
+    let hist = k.shared("hist", Scalar::U32, RADIX_BINS);
+    let scan = k.shared("scan", Scalar::U32, threads / WARP);
+    let pick = k.shared("pick", Scalar::U32, 3);
+
+    let kvh = k.let_("kvh", k.block_idx(Axis::X));
+    let b = k.let_("b", k.block_idx(Axis::Y));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
+    let tid = k.let_("tid", k.thread_idx());
+    let len = k.let_("len", seq_lens.at(b));
+    let pages = pages_of(&mut k, spec, len);
+    let n = k.let_("n", (pages - 1i32).max(0i32));
+    let kk = k.let_("kk", budget.max(0i32).min(n));
+    let row = k.let_("row", (b.i64() * kv_heads.i64() + kvh.i64()) * max_pages.i64());
+
+    // Invariant: the pages still to choose are the `need` largest among the keys matching
+    // `prefix` on the bits of `mask`; every key above the prefix is kept.
+    let prefix = k.let_typed("prefix", Scalar::U32, 0);
+    let mask = k.let_typed("mask", Scalar::U32, 0);
+    let need = k.let_("need", kk.u32());
+    let shift = k.let_typed("shift", Scalar::U32, 32 - RADIX_BITS);
+    // Keeping none or all needs no search: the empty prefix matches every key.
+    let done = k.let_("done", kk.eq_(n).or(kk.eq_(0i32)));
+    k.while_(done.not(), |k| {
+        k.if_(tid.lt(RADIX_BINS), |k| k.store(hist, tid, 0u32));
+        k.barrier();
+        let run_digit = k.let_typed("run_digit", Scalar::U32, 0);
+        let run_count = k.let_typed("run_count", Scalar::U32, 0);
+        k.for_("base", 0i32, n, sweep, |k, base| {
+            let loaded = load_items(k, scores, row, base, n, items, |r| {
+                tid.i32() + (r * threads) as i32
+            });
+            for (_, valid, s) in loaded {
+                let key = radix_key(k, s);
+                let digit = k.let_("digit", (key >> shift) & (RADIX_BINS - 1));
+                k.if_(valid.and((key & mask).eq_(prefix)), |k| {
+                    k.if_(run_count.gt(0u32).and(digit.ne_(run_digit)), |k| {
+                        k.atomic_no_ret(AtomicOp::Add, hist, run_digit, run_count);
+                        k.assign(run_count, 0u32);
+                    });
+                    k.assign(run_digit, digit);
+                    k.assign(run_count, run_count + 1u32);
+                });
+            }
+        });
+        k.if_(run_count.gt(0u32), |k| {
+            k.atomic_no_ret(AtomicOp::Add, hist, run_digit, run_count)
+        });
+        k.barrier();
+        // Thread t owns digit (BINS − 1 − t), so the exclusive scan counts the keys in higher bins.
+        let count = k.let_typed("bin_count", Scalar::U32, 0);
+        k.if_(tid.lt(RADIX_BINS), |k| {
+            k.assign(count, hist.at(u32c((RADIX_BINS - 1) as u64) - tid))
+        });
+        let (above, _) = k.block_exclusive_scan(count, scan);
+        k.if_(
+            tid.lt(RADIX_BINS).and(above.lt(need)).and(need.le(above + count)),
+            |k| {
+                k.store(pick, 0u32, u32c((RADIX_BINS - 1) as u64) - tid);
+                k.store(pick, 1u32, above);
+                k.store(pick, 2u32, count);
+            },
+        );
+        k.barrier();
+        let digit = k.let_("pick_digit", pick.at(0u32));
+        let higher = k.let_("pick_above", pick.at(1u32));
+        let in_bin = k.let_("pick_count", pick.at(2u32));
+        k.assign(prefix, prefix | (digit << shift));
+        k.assign(mask, mask | (u32c((RADIX_BINS - 1) as u64) << shift));
+        k.assign(need, need - higher);
+        k.assign(done, in_bin.eq_(need).or(shift.eq_(0u32)));
+        k.assign(shift, select(done, shift, shift - RADIX_BITS));
+    });
+
+    // Order-preserving compaction: keep keys above the prefix and the first `need` equal to it.
+    let out_row = row;
+    k.if_(kk.gt(0i32), |k| {
+        let written = k.let_typed("written", Scalar::U32, 0);
+        let equal_seen = k.let_typed("equal_seen", Scalar::U32, 0);
+        k.for_("base", 0i32, n, sweep, |k, base| {
+            // Thread t takes `items` consecutive pages so thread order is page order.
+            let loaded = load_items(k, scores, row, base, n, items, |r| (tid * items).i32() + r as i32);
+            let mut flags = Vec::new();
+            let mut packed = u32c(0);
+            for (j, valid, s) in loaded {
+                let key = radix_key(k, s);
+                let masked = k.let_("masked", key & mask);
+                let gt = k.let_("gt", valid.and(masked.gt(prefix)));
+                let eq = k.let_("eq", valid.and(masked.eq_(prefix)));
+                // Per-CTA sweep counts are < 2^16 (threads·items ≤ 16384), so both fit one u32.
+                packed = packed + select(gt, 1u32, 0u32) + select(eq, 1u32 << 16, 0u32);
+                flags.push((j, gt, eq));
+            }
+            let (excl, total) = k.block_exclusive_scan(packed, scan);
+            // Equal keys still wanted after the sweeps before this one.
+            let left = k.let_("left", need - equal_seen.min(need));
+            let seen = k.let_("seen", excl >> 16u32);
+            let pos = k.let_("pos", written + (excl & 0xffffu32) + seen.min(left));
+            for (j, gt, eq) in flags {
+                k.if_(gt.or(eq.and(seen.lt(left))), |k| {
+                    k.store(sel_pages, out_row + pos.i64(), j);
+                    k.assign(pos, pos + 1u32);
+                });
+                k.assign(seen, seen + select(eq, 1u32, 0u32));
+            }
+            k.assign(
+                written,
+                written + (total & 0xffffu32) + (total >> 16u32).min(left),
+            );
+            k.assign(equal_seen, equal_seen + (total >> 16u32));
+        });
+    });
+    k.if_(tid.eq_(0u32), |k| {
+        // The last page, always attended, goes last.
+        k.store(sel_pages, out_row + kk.i64(), pages - 1i32);
+        k.store(sel_count, b.i64() * kv_heads.i64() + kvh.i64(), kk + 1i32);
+    });
+    Ok(k.finish()?)
+}
+
+/// Load the scores of one sweep (all loads first, so they are in flight together): item `r` of
+/// this thread is page `base + offset(r)`; pages past `n` are invalid and load page 0's score
+/// (sweeps only run when `n > 0`) instead.
+fn load_items(
+    k: &mut KernelBuilder,
+    scores: Buf,
+    row: Var,
+    base: Expr,
+    n: Var,
+    items: u32,
+    offset: impl Fn(u32) -> Expr,
+) -> Vec<(Var, Var, Var)> {
+    let base = k.let_("base_i", base);
+    let items: Vec<(Var, Var)> = (0..items)
+        .map(|r| {
+            let j = k.let_("j", base + offset(r));
+            let valid = k.let_("valid", j.lt(n));
+            (j, valid)
+        })
+        .collect();
+    items
+        .into_iter()
+        .map(|(j, valid)| {
+            let s = k.let_("score", scores.at(row + select(valid, j, 0i32).i64()));
+            (j, valid, s)
+        })
+        .collect()
+}

@@ -1,0 +1,61 @@
+//! The top-k path (box scoring, radix top-k selection, softmax top-k decode) in the CPU
+//! interpreter against its float64 references: every `entkv_kernels::topk::checks()` case.
+//! The checks are split over a few tests so the harness can run them in parallel.
+
+use entkv_kernels::suite::run_interp;
+use entkv_kernels::topk::checks;
+use std::time::Instant;
+
+/// Run every `parts`-th check starting at `part`; print each outcome, fail on any miss.
+fn run_part(part: usize, parts: usize) {
+    let mut failures = Vec::new();
+    for (i, c) in checks().into_iter().enumerate() {
+        if i % parts != part {
+            continue;
+        }
+        let t = Instant::now();
+        let name = c.name();
+        match run_interp(c.as_ref()) {
+            Ok(o) => {
+                println!(
+                    "{} {name} ({:.1} s): {}",
+                    if o.passed { "ok  " } else { "FAIL" },
+                    t.elapsed().as_secs_f64(),
+                    o.detail
+                );
+                if !o.passed {
+                    failures.push(name);
+                }
+            }
+            Err(e) => {
+                println!("ERR  {name}: {e}");
+                failures.push(name);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "failed: {failures:#?}");
+}
+
+#[test]
+fn topk_checks_part_0() {
+    run_part(0, 3);
+}
+
+#[test]
+fn topk_checks_part_1() {
+    run_part(1, 3);
+}
+
+#[test]
+fn topk_checks_part_2() {
+    run_part(2, 3);
+}
+
+#[test]
+fn every_check_has_a_unique_name() {
+    let names: Vec<String> = checks().iter().map(|c| c.name()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), names.len(), "{names:#?}");
+}
