@@ -27,6 +27,9 @@ else
 fi
 grep -E "^(PASS|FAIL|SUMMARY)|test result" "$OUT/runtime-gpu.log" | tail -5
 
+echo "== entkv gpu-check"
+"$BIN/entkv" gpu-check --out "$OUT" 2>&1 | tee "$OUT/gpu-check.log" || status=1
+
 echo "== torch SDPA baseline (same shapes)"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   python3 scripts/sdpa_baseline.py --out "$OUT/sdpa.json" 2>&1 | tee "$OUT/sdpa.log" || status=1
@@ -47,6 +50,4 @@ else
   echo "compute-sanitizer not found: skipping memcheck/racecheck"
 fi
 
-echo "== entkv gpu-check"
-"$BIN/entkv" gpu-check --out "$OUT" 2>&1 | tee "$OUT/gpu-check.log" || status=1
 exit $status
