@@ -90,7 +90,10 @@ impl DenseTile {
                 4 => 2,
                 _ => 1,
             },
-            score_min_blocks: 0,
+            // An occupancy floor keeps ptxas (and the driver's JIT, which allocates differently)
+            // from capping registers into spills: two CTAs per SM (≤ 128 registers) fit groups
+            // up to 3, larger groups need one (results/2026-11-29-kernel-set).
+            score_min_blocks: if spec.group <= 3 { 2 } else { 1 },
             finish_capacity: 2048,
             ..DenseTile::default_for(spec)
         }

@@ -296,3 +296,58 @@ pub fn record(
         crate::gpucheck::CEILING_BYTES_PER_S,
     )
 }
+
+/// Per-kernel and per-step medians (ms) of a decode pipeline for tile variants at a paper shape,
+/// printed as a table (`entkv bench-paper`).
+pub fn bench_variants(
+    kind: DecodeKind,
+    n: u64,
+    sketch_bits: u32,
+    tiles: &[DenseTile],
+    iters: usize,
+) -> Result<()> {
+    use entkv_abi::{full_pages, DType, DecodeSpec};
+    use entkv_kernels::pipelines::meta_build_pipeline;
+    let gpu = Gpu::open(0)?;
+    let mut kernels = Kernels::new(&gpu);
+    let mut cache = FunctionCache::new(&gpu);
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16)?, 16, false, sketch_bits)?;
+    let mut pc = PaperCache::new(&gpu, &mut kernels, spec, 8, 24, n, 2026)?;
+    let pages = full_pages(&spec, &pc.shape, &vec![n as i32; 8], &pc.block_table)?;
+    let (meta, list) = meta_build_pipeline(&spec, &pc.shape, &pages)?;
+    pc.dev.put(&gpu, "meta_pages", &HostBuffer::I32(list))?;
+    pc.prepare(&gpu, &meta)?;
+    pc.dev.launch_calls(&mut cache, &meta.calls, gpu.stream_raw())?;
+    let sm = gpu.info().sm_count;
+    for tile in tiles {
+        let p = pc.pipeline(kind, tile, sm)?;
+        pc.prepare(&gpu, &p)?;
+        let step = run_and_time(&gpu, &mut cache, &pc, &p, 3, iters)?;
+        let mut per = Vec::new();
+        for c in &p.calls {
+            let one = std::slice::from_ref(c);
+            let t = time_ms(&gpu, 2, iters, |s| pc.dev.launch_calls(&mut cache, one, s))?;
+            per.push(crate::record::summarize(&t).0);
+        }
+        // Restore the pipeline's outputs (the lone runs may have changed its workspace).
+        pc.dev.launch_calls(&mut cache, &p.calls, gpu.stream_raw())?;
+        gpu.synchronize()?;
+        let kept = if kind == DecodeKind::Certified {
+            let k: f64 = pc.dev.get("kept")?.to_f64_vec().iter().sum();
+            format!("kept {:.3}%", 100.0 * k / (8.0 * 24.0 * n as f64))
+        } else {
+            String::new()
+        };
+        let cands: f64 = pc.dev.get("cand_count")?.to_f64_vec().iter().sum();
+        println!(
+            "{:<44} step {:>7.3} ms  kernels {:?} ms  cand/head {:>8.1} {kept}",
+            tile.tag(),
+            crate::record::summarize(&step).0,
+            per.iter()
+                .map(|x| (x * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            cands / (8.0 * 24.0)
+        );
+    }
+    Ok(())
+}

@@ -64,6 +64,22 @@ enum Cmd {
         #[arg(long)]
         small_only: bool,
     },
+    /// Time a paged decode pipeline (per kernel and per step) for tile variants at the `paper`
+    /// shape. Needs an NVIDIA GPU.
+    BenchPaper {
+        /// dense, sparse-all (every page as a selection is not supported; use dense) or certified.
+        #[arg(long, default_value = "certified")]
+        method: String,
+        #[arg(long, default_value_t = 1_048_576)]
+        n: u64,
+        #[arg(long, default_value_t = 4)]
+        sketch_bits: u32,
+        /// Tile configs `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`.
+        #[arg(long)]
+        tile: Vec<String>,
+        #[arg(long, default_value_t = 10)]
+        iters: usize,
+    },
     /// Time the dense decode's kernels for several tile configs at the `paper` shapes
     /// (α = 1.5, batch 8, 24 heads, d = 32, f16). Needs an NVIDIA GPU.
     BenchDense {
@@ -138,6 +154,32 @@ fn main() -> Result<()> {
             if !report.passed() {
                 anyhow::bail!("some GPU checks failed");
             }
+        }
+        Cmd::BenchPaper {
+            method,
+            n,
+            sketch_bits,
+            tile,
+            iters,
+        } => {
+            let kind = match method.as_str() {
+                "dense" => entkv_kernels::pipelines::DecodeKind::Dense,
+                "certified" => entkv_kernels::pipelines::DecodeKind::Certified,
+                other => anyhow::bail!("unknown method `{other}` (dense, certified)"),
+            };
+            let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
+            let tiles = if tile.is_empty() {
+                vec![if kind == entkv_kernels::pipelines::DecodeKind::Certified {
+                    entkv_abi::DenseTile::default_certified(&spec)
+                } else {
+                    entkv_abi::DenseTile::default_for(&spec)
+                }]
+            } else {
+                tile.iter()
+                    .map(|t| bench::parse_tile(&spec, t))
+                    .collect::<Result<Vec<_>>>()?
+            };
+            entkv_autotune::paper::bench_variants(kind, n, sketch_bits, &tiles, iters)?;
         }
         Cmd::BenchDense { n, tile, iters, out } => {
             let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
