@@ -52,13 +52,6 @@ pub fn entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, String) {
     )
 }
 
-/// Per-head scalars of one page: `ŝ = base + Σ w_i·code_i`, half-width `eps`.
-struct PageTerms {
-    base: Var,
-    eps: Var,
-    w: Vec<Var>,
-}
-
 /// `select_certified`: grid (splits, kv heads, batch). Parameters: `q, k_pool, block_table,
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
 /// cand_bound, max_pages, chunks_per_split`.
@@ -125,6 +118,17 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
     };
     let stream = Stream::new(&mut k, ds, tile, bufs, &seg_index, split_len);
+    // The chunk's pages' affine terms, computed once per page and head (not per token).
+    let p = spec.page_size;
+    if chunk_len % p != 0 && p % chunk_len != 0 {
+        return Err(entkv_abi::SpecError::BadTile {
+            kernel: "select_certified",
+            reason: format!("chunk of {chunk_len} tokens must divide or be a multiple of page size {p}"),
+        }
+        .into());
+    }
+    let ppc = (chunk_len / p).max(1);
+    let terms = Terms::declare(&mut k, ds.group, ds.head_dim, ppc, tile.threads);
     let ctx = BoundCtx {
         spec,
         lanes,
@@ -134,18 +138,22 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         sketch,
         sketched,
         slack: slack(ds.head_dim),
+        terms,
     };
     let err = std::cell::Cell::new(None);
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
         k.if_(c0.lt(src.len), |k| {
+            ctx.page_terms(k, &qr, c0);
             let mut bounds = vec![Vec::new(); ds.group as usize];
             let mut positions = Vec::new();
             for r in 0..tile.tokens_per_group {
-                let c = k.let_("ci", c0 + (lanes.tgroup + r * lanes.token_groups).i64());
+                let local = k.let_("local", (lanes.tgroup + r * lanes.token_groups).i64());
+                let c = k.let_("ci", c0 + local);
                 let valid = k.let_("valid", c.lt(src.len));
                 let t = k.let_("t", select(valid, c, 0i64));
-                let tb = match ctx.token_bounds(k, &qr, t, valid) {
+                let page_in_chunk = k.let_("pic", (local / p as i64).i32().min(ppc as i32 - 1));
+                let tb = match ctx.token_bounds(k, &qr, t, valid, page_in_chunk) {
                     Ok(tb) => tb,
                     Err(e) => {
                         err.replace(Some(e));
@@ -183,39 +191,74 @@ struct BoundCtx<'a> {
     sketch: Buf,
     sketched: Var,
     slack: f64,
+    terms: Terms,
+}
+
+/// Shared-memory page terms of one chunk: per (page in chunk, head) the weights
+/// `w_i = q'_i·step_i`, `base = Σ q'_i·min_i` and the half-width `ε`; plus per-thread partials
+/// of base and ε (each page's dimensions are split over `split` threads).
+struct Terms {
+    w: Buf,
+    base: Buf,
+    eps: Buf,
+    part: Buf,
+    pages: u32,
+    split: u32,
+}
+
+impl Terms {
+    fn declare(k: &mut KernelBuilder, group: u32, d: u32, pages: u32, threads: u32) -> Terms {
+        let split = (threads / pages).min(d).max(1);
+        Terms {
+            w: k.shared("terms_w", Scalar::F32, pages * group * d),
+            base: k.shared("terms_base", Scalar::F32, pages * group),
+            eps: k.shared("terms_eps", Scalar::F32, pages * group),
+            part: k.shared("terms_part", Scalar::F32, pages * group * split * 2),
+            pages,
+            split,
+        }
+    }
 }
 
 impl BoundCtx<'_> {
-    /// `(lb, ub)` of token `t` for every head of the group (−∞ when invalid): from the sketch
-    /// before the last page, the exact score (both bounds) inside it. Loads are predicated and
-    /// the lane reductions run outside any branch, so lanes that share a token may take
-    /// different paths from lanes of other tokens in the same warp.
+    /// `(lb, ub)` of token `t` (in chunk page `page_in_chunk`) for every head of the group (−∞
+    /// when invalid): from the sketch and the chunk's page terms before the last page, the exact
+    /// score (both bounds) inside it. K loads are predicated and the lane reductions run outside
+    /// any branch, so lanes of different tokens in one warp may take different paths.
     fn token_bounds(
         &self,
         k: &mut KernelBuilder,
         qr: &QueryRegs,
         t: Var,
         valid: Var,
+        page_in_chunk: Var,
     ) -> Result<Vec<(Var, Var)>, KernelGenError> {
         let ds = &self.spec.decode;
-        let group = ds.group as usize;
+        let (group, d) = (ds.group as usize, ds.head_dim);
         let row = self.src.row(k, t.e());
         let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
-        let terms = self.page_terms(k, qr, t, row);
         let codes = self.codes(k, row)?;
         let kv = load_row_if(k, &self.lanes, self.keys, row, in_sketch.not());
         let mut partial = Vec::new();
-        for (tm, qg) in terms.iter().zip(&qr.q) {
-            let s =
-                tm.w.iter()
-                    .zip(&codes)
-                    .fold(tm.base.e(), |acc, (w, c)| fma(*w, c.clone(), acc));
+        for (g, qg) in qr.q.iter().enumerate() {
+            let slot = k.let_("slot", page_in_chunk.u32() * ds.group + g as u32);
+            let w0 = k.let_("w0", slot * d + self.lanes.sub * self.lanes.dims);
+            let w: Vec<Var> = (0..self.lanes.dims)
+                .map(|i| k.let_("wv", self.terms.w.at(w0 + i)))
+                .collect();
+            let first = self.lanes.sub.eq_(0u32);
+            let base = select(first.clone(), self.terms.base.at(slot), 0.0f32);
+            let eps = select(first, self.terms.eps.at(slot), 0.0f32);
+            let s = w
+                .iter()
+                .zip(&codes)
+                .fold(base, |acc, (w, c)| fma(*w, c.clone(), acc));
             let exact = kv
                 .iter()
                 .zip(qg)
                 .fold(f32c(0.0), |acc, (kx, qx)| fma(*qx, kx.f32(), acc));
             partial.push((Reduce::Sum, s));
-            partial.push((Reduce::Sum, tm.eps.e()));
+            partial.push((Reduce::Sum, eps));
             partial.push((Reduce::Sum, exact));
         }
         let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
@@ -233,47 +276,84 @@ impl BoundCtx<'_> {
             .collect())
     }
 
-    /// The page's affine terms for this lane's dimensions, per head: `base = Σ q'_i·min_i`,
-    /// `w_i = q'_i·step_i`, and the half-width `ε = Σ|w_i|/2 + slack·Σ|q'_i|·max(|min_i|,|max_i|)`
-    /// (partial sums over this lane's dimensions). Read for every token, like the codes: the
-    /// last page's (stale) metadata is never used.
-    fn page_terms(&self, k: &mut KernelBuilder, qr: &QueryRegs, t: Var, row: Var) -> Vec<PageTerms> {
+    /// The affine terms of the chunk's pages (starting at token `c0`) for every head, into
+    /// shared memory: `w_i = q'_i·step_i`, `base = Σ q'_i·min_i`,
+    /// `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max(|min_i|,|max_i|) + 1)`. Each page's dimensions are
+    /// split over `split` threads; their partials are summed in a fixed order. Pages past the
+    /// sequence (and the last page, whose metadata is stale) get terms that are never used.
+    fn page_terms(&self, k: &mut KernelBuilder, qr: &QueryRegs, c0: Var) {
         let ds = &self.spec.decode;
-        let (d, p) = (ds.head_dim as i64, self.spec.page_size as i64);
+        let (d, p) = (ds.head_dim, self.spec.page_size as i64);
+        let tm = &self.terms;
+        let dims = d / tm.split;
         let inv_levels = sketch_inv_levels(self.spec.sketch_bits) as f64;
-        // The (page, head) metadata block is two d-rows at (row − slot·d)/P·2.
-        let meta = k.let_("meta", (row - (t % p) * d) / p * 2);
-        let meta_max = k.let_("meta_max", meta + d);
-        let mins = load_row_if(k, &self.lanes, self.bounds, meta, boolc(true));
-        let maxs = load_row_if(k, &self.lanes, self.bounds, meta_max, boolc(true));
-        let mins: Vec<Var> = mins.into_iter().map(|v| k.let_("mnf", v.f32())).collect();
-        let maxs: Vec<Var> = maxs.into_iter().map(|v| k.let_("mxf", v.f32())).collect();
-        let steps: Vec<Var> = mins
-            .iter()
-            .zip(&maxs)
-            .map(|(mn, mx)| k.let_("step", (*mx - *mn) * inv_levels))
-            .collect();
-        let mags: Vec<Expr> = mins
-            .iter()
-            .zip(&maxs)
-            .map(|(mn, mx)| mn.abs().max(mx.abs()))
-            .collect();
-        qr.q.iter()
-            .map(|qg| {
-                let base = qg.iter().zip(&mins).fold(f32c(0.0), |a, (q, mn)| fma(*q, *mn, a));
-                let w: Vec<Var> = qg.iter().zip(&steps).map(|(q, s)| k.let_("w", *q * *s)).collect();
-                let half = w.iter().fold(f32c(0.0), |a, wi| a + wi.abs());
-                let mag = qg
-                    .iter()
-                    .zip(&mags)
-                    .fold(f32c(0.0), |a, (q, m)| a + q.abs() * m.clone());
-                PageTerms {
-                    base: k.let_("base", base),
-                    eps: k.let_("eps", half * (0.5 * (1.0 + 1e-6)) + mag * self.slack),
-                    w,
+        let tid = k.let_("tid_t", k.thread_idx());
+        let pi = k.let_("pi", tid / tm.split);
+        let sub = k.let_("sub_t", tid % tm.split);
+        // This thread's slice of q' comes from global memory (q registers hold another slice).
+        let lp = k.let_("lp", c0 / p + pi.i64());
+        let used = k.let_("used", pi.lt(tm.pages));
+        let active = k.let_("active", used.and((lp * p).lt(self.src.len)));
+        // Pages past the end of the sequence get zero terms (their tokens are invalid, but
+        // every lane still reads its page's terms).
+        k.if_(used.and(active.not()), |k| {
+            for g in 0..ds.group as usize {
+                let slot = pi * ds.group + g as u32;
+                for i in 0..dims {
+                    k.store(tm.w, slot.clone() * d + sub * dims + i, 0.0f32);
                 }
-            })
-            .collect()
+                let part = (slot * tm.split + sub) * 2;
+                k.store(tm.part, part.clone(), 0.0f32);
+                k.store(tm.part, part + 1u32, 0.0f32);
+            }
+        });
+        k.if_(active, |k| {
+            let meta = self.src.meta_row(k, lp.e());
+            for g in 0..ds.group as usize {
+                let slot = pi * ds.group + g as u32;
+                let (base, half, mag) = (
+                    k.let_typed("tb", Scalar::F32, 0.0),
+                    k.let_typed("th", Scalar::F32, 0.0),
+                    k.let_typed("tm", Scalar::F32, 0.0),
+                );
+                for i in 0..dims {
+                    let dim = k.let_("dim", sub * dims + i);
+                    let mn = k.let_("tmn", self.bounds.at(meta + dim.i64()).f32());
+                    let mx = k.let_("tmx", self.bounds.at(meta + d as i64 + dim.i64()).f32());
+                    let q = k.let_("tq", qr.full[g].at(dim));
+                    let step = (mx - mn) * inv_levels;
+                    let w = k.let_("tw", q * step);
+                    k.store(tm.w, slot.clone() * d + dim, w);
+                    k.assign(base, fma(q, mn, base));
+                    k.assign(half, half + w.abs());
+                    k.assign(mag, mag + q.abs() * (mn.abs().max(mx.abs()) + 1.0f32));
+                }
+                let part = (slot * tm.split + sub) * 2;
+                k.store(tm.part, part.clone(), base);
+                k.store(
+                    tm.part,
+                    part + 1u32,
+                    half * (0.5 * (1.0 + 1e-6)) + mag * self.slack,
+                );
+            }
+        });
+        k.barrier();
+        // One thread per (page, head) sums the partials in order.
+        let pages_heads = tm.pages * ds.group;
+        k.for_("ph", tid.e(), pages_heads, k.block_threads(), |k, ph| {
+            let (b, e) = (
+                k.let_typed("sb", Scalar::F32, 0.0),
+                k.let_typed("se", Scalar::F32, 0.0),
+            );
+            for j in 0..tm.split {
+                let at = (ph.clone() * tm.split + j) * 2;
+                k.assign(b, b + tm.part.at(at.clone()));
+                k.assign(e, e + tm.part.at(at + 1u32));
+            }
+            k.store(tm.base, ph.clone(), b);
+            k.store(tm.eps, ph, e);
+        });
+        k.barrier();
     }
 
     /// This lane's dimensions' codes of the token whose K row starts at `row`, as f32. Loaded

@@ -125,6 +125,15 @@ impl TokenSource {
         }
     }
 
+    /// Element offset of the min row of logical page `lp`'s metadata block (`meta_bounds`
+    /// layout: `[num_pages, kv_heads, 2, d]`); the max row follows at `+ d`.
+    pub fn meta_row(&self, k: &mut KernelBuilder, lp: Expr) -> Var {
+        let d = self.head_dim as i64;
+        let bt = self.block_table.expect("paged layout");
+        let page = bt.at(self.bt_row.expect("block table row") + lp).i64();
+        k.let_("meta_row", (page * self.kv_heads.i64() + self.kvh.i64()) * 2 * d)
+    }
+
     /// Element offset of the first element of token `t`'s K/V row.
     pub fn row(&self, k: &mut KernelBuilder, t: Expr) -> Var {
         let d = self.head_dim as i64;
@@ -149,6 +158,24 @@ impl TokenSource {
 pub struct QueryRegs {
     pub q: Vec<Vec<Var>>,
     pub alibi: Vec<Option<Var>>,
+    /// Any dimension of head `g`'s q' (read from memory, for code that needs another slice
+    /// than this lane's registers).
+    pub full: Vec<QueryRow>,
+}
+
+/// One query head's row in memory, scaled to q' on read.
+#[derive(Clone, Copy)]
+pub struct QueryRow {
+    q: Buf,
+    row: Var,
+    scale: f64,
+}
+
+impl QueryRow {
+    /// `q'[dim]` (f32).
+    pub fn at(&self, dim: impl IntoExpr) -> Expr {
+        self.q.at(self.row + dim.into_expr(Some(Scalar::U32)).i64()).f32() * self.scale
+    }
 }
 
 /// Lane geometry of a score pass: `lanes` lanes share a token, lane `sub` multiplies
@@ -196,14 +223,14 @@ pub fn load_queries(
     let mut regs = QueryRegs {
         q: Vec::new(),
         alibi: Vec::new(),
+        full: Vec::new(),
     };
     for g in 0..spec.group {
         let h = k.let_("h", kvh * spec.group + g);
         let head = k.let_("qhead", (b * q_heads + h).i64());
-        let base = k.let_(
-            "q_base",
-            head * spec.head_dim as i64 + (lanes.sub * lanes.dims).i64(),
-        );
+        let row = k.let_("q_row", head * spec.head_dim as i64);
+        regs.full.push(QueryRow { q, row, scale });
+        let base = k.let_("q_base", row + (lanes.sub * lanes.dims).i64());
         let mut v = Vec::new();
         for c in 0..lanes.dims / lanes.vec {
             for x in k.load_vec("q", q, base + (c * lanes.vec) as i64, lanes.vec) {
