@@ -40,8 +40,9 @@ enum Cmd {
         /// Kernels take per-head ALiBi slopes.
         #[arg(long)]
         alibi: bool,
-        /// Bits per dimension of the key sketch of the certified-exact path (4 or 8).
-        #[arg(long, default_value_t = 4)]
+        /// Bits per dimension of the key sketch of the certified-exact path (4 or 8; 8 keeps
+        /// far fewer tokens, see docs/perf-notes.md).
+        #[arg(long, default_value_t = 8)]
         sketch_bits: u32,
         /// Output directory.
         #[arg(long)]
@@ -72,7 +73,7 @@ enum Cmd {
         method: String,
         #[arg(long, default_value_t = 1_048_576)]
         n: u64,
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 8)]
         sketch_bits: u32,
         /// Tile configs `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`.
         #[arg(long)]
