@@ -313,7 +313,7 @@ pub fn bench_variants(
     let mut cache = FunctionCache::new(&gpu);
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16)?, 16, false, sketch_bits)?;
     let mut pc = PaperCache::new(&gpu, &mut kernels, spec, 8, 24, n, 2026)?;
-    let pages = full_pages(&spec, &pc.shape, &vec![n as i32; 8], &pc.block_table)?;
+    let pages = full_pages(&spec, &pc.shape, &[n as i32; 8], &pc.block_table)?;
     let (meta, list) = meta_build_pipeline(&spec, &pc.shape, &pages)?;
     pc.dev.put(&gpu, "meta_pages", &HostBuffer::I32(list))?;
     pc.prepare(&gpu, &meta)?;
