@@ -92,8 +92,9 @@ impl DenseTile {
             },
             // An occupancy floor keeps ptxas (and the driver's JIT, which allocates differently)
             // from capping registers into spills: two CTAs per SM (≤ 128 registers) fit groups
-            // up to 3, larger groups need one (results/2026-11-29-kernel-set).
-            score_min_blocks: if spec.group <= 3 { 2 } else { 1 },
+            // up to 2; larger groups need one (the CUDA 13 JIT spilled GQA 3 at 128 registers,
+            // results/2026-11-29-kernel-set-final).
+            score_min_blocks: if spec.group <= 2 { 2 } else { 1 },
             finish_capacity: 2048,
             ..DenseTile::default_for(spec)
         }

@@ -187,6 +187,8 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         let small = DenseTile {
             threads: 64,
             tokens_per_group: 2,
+            // No register cap from the occupancy heuristic (the driver's JIT spilled GQA 4, 8).
+            score_min_blocks: 1,
             finish_threads: 64,
             finish_capacity: 64,
             ..tile
