@@ -186,7 +186,8 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         let tile = DenseTile::default_for(&case.spec.decode);
         let small = DenseTile {
             threads: 64,
-            tokens_per_group: 2,
+            // Never more tokens than the default (GQA 8 holds one token's terms for 8 heads).
+            tokens_per_group: tile.tokens_per_group.min(2),
             // No register cap from the occupancy heuristic (the driver's JIT spilled GQA 4, 8).
             score_min_blocks: 1,
             finish_threads: 64,
