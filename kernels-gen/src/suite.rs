@@ -49,6 +49,34 @@ pub fn run_interp(check: &dyn KernelCheck) -> Result<Outcome, SuiteError> {
     Ok(check.verify(&p))
 }
 
+/// Run `checks` in the interpreter, printing one line each (outcome, time, numbers); returns
+/// the names of those that failed or could not run.
+pub fn interp_failures(checks: impl IntoIterator<Item = Box<dyn KernelCheck>>) -> Vec<String> {
+    let mut failed = Vec::new();
+    for c in checks {
+        let name = c.name();
+        let start = std::time::Instant::now();
+        match run_interp(c.as_ref()) {
+            Ok(o) => {
+                let verdict = if o.passed { "ok  " } else { "FAIL" };
+                println!(
+                    "{verdict} {name} ({:.1} s): {}",
+                    start.elapsed().as_secs_f64(),
+                    o.detail
+                );
+                if !o.passed {
+                    failed.push(name);
+                }
+            }
+            Err(e) => {
+                println!("ERR  {name}: {e}");
+                failed.push(name);
+            }
+        }
+    }
+    failed
+}
+
 /// Every registered check.
 pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();

@@ -2,26 +2,11 @@
 //! same checks `entkv gpu-check` runs on the GPU) must pass.
 
 use entkv_kernels::page_meta::checks;
-use entkv_kernels::suite::run_interp;
+use entkv_kernels::suite::interp_failures;
 
 #[test]
 fn page_meta_checks_pass_in_the_interpreter() {
-    let mut failed = Vec::new();
-    for check in checks() {
-        let name = check.name();
-        match run_interp(check.as_ref()) {
-            Ok(o) => {
-                println!("{} {name}: {}", if o.passed { "ok  " } else { "FAIL" }, o.detail);
-                if !o.passed {
-                    failed.push(name);
-                }
-            }
-            Err(e) => {
-                println!("ERR  {name}: {e}");
-                failed.push(name);
-            }
-        }
-    }
+    let failed = interp_failures(checks());
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
 

@@ -2,37 +2,17 @@
 //! interpreter against its float64 references: every `entkv_kernels::topk::checks()` case.
 //! The checks are split over a few tests so the harness can run them in parallel.
 
-use entkv_kernels::suite::run_interp;
+use entkv_kernels::suite::interp_failures;
 use entkv_kernels::topk::checks;
-use std::time::Instant;
 
 /// Run every `parts`-th check starting at `part`; print each outcome, fail on any miss.
 fn run_part(part: usize, parts: usize) {
-    let mut failures = Vec::new();
-    for (i, c) in checks().into_iter().enumerate() {
-        if i % parts != part {
-            continue;
-        }
-        let t = Instant::now();
-        let name = c.name();
-        match run_interp(c.as_ref()) {
-            Ok(o) => {
-                println!(
-                    "{} {name} ({:.1} s): {}",
-                    if o.passed { "ok  " } else { "FAIL" },
-                    t.elapsed().as_secs_f64(),
-                    o.detail
-                );
-                if !o.passed {
-                    failures.push(name);
-                }
-            }
-            Err(e) => {
-                println!("ERR  {name}: {e}");
-                failures.push(name);
-            }
-        }
-    }
+    let mine = checks()
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % parts == part)
+        .map(|(_, c)| c);
+    let failures = interp_failures(mine);
     assert!(failures.is_empty(), "failed: {failures:#?}");
 }
 

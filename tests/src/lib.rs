@@ -3,4 +3,62 @@
 //! Boundary: end-to-end tests that cross crates — every kernel module of every supported
 //! specialization compiles through LLVM and assembles with `ptxas` for sm_90 without spills;
 //! the runtime's dependency tree holds no LLVM or DSL. (Per-crate behaviour is tested in each
-//! crate; the GPU checks are `entkv gpu-check`.)
+//! crate; the GPU checks are `entkv gpu-check`.) This library holds the helpers those tests
+//! share.
+
+use entkv_codegen::{compile_module, ptxas, Target};
+use entkv_kernels::KernelModule;
+
+/// Whether `ptxas` can be run. Without it the caller's test prints why and passes, unless
+/// `ENTKV_REQUIRE_PTXAS=1` (set by CI), which turns a missing ptxas into a failure.
+pub fn ptxas_available() -> bool {
+    if ptxas::find_ptxas().is_some() {
+        return true;
+    }
+    if std::env::var("ENTKV_REQUIRE_PTXAS").as_deref() == Ok("1") {
+        panic!("ptxas not found and ENTKV_REQUIRE_PTXAS=1 (pip install nvidia-cuda-nvcc-cu12)");
+    }
+    println!("skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)");
+    false
+}
+
+/// Compile one module for sm_90, check its PTX (entries, launch bounds, target, no unresolved
+/// externals) and, when `check_ptxas`, assemble it; returns the kernels with spills, stack or
+/// local memory (each printed with its registers).
+pub fn assemble_module(module: &KernelModule, check_ptxas: bool) -> Vec<String> {
+    let target = Target::default();
+    let kernels: Vec<&entkv_dsl::Kernel> = module.kernels.iter().collect();
+    let compiled = compile_module(module.name, &kernels, &target).unwrap();
+    for k in &module.kernels {
+        assert!(compiled.ptx.contains(&format!(".entry {}", k.name)), "{}", k.name);
+        let bound = format!(".maxntid {}, 1, 1", k.block_threads);
+        assert!(compiled.ptx.contains(&bound), "{}: launch bound", k.name);
+    }
+    assert!(compiled.ptx.contains(".target sm_90"));
+    assert!(
+        !compiled.ptx.contains(".extern"),
+        "{}: unresolved externals",
+        module.name
+    );
+    if !check_ptxas {
+        return Vec::new();
+    }
+    let report = ptxas::assemble(&compiled.ptx, target.sm).unwrap();
+    assert_eq!(report.functions.len(), module.kernels.len());
+    let mut bad = Vec::new();
+    for f in &report.functions {
+        if f.spills() + f.stack_frame_bytes + f.local_bytes > 0 {
+            println!(
+                "{}: {} regs, spills {}/{} B, stack {} B, local {} B",
+                f.name,
+                f.registers,
+                f.spill_store_bytes,
+                f.spill_load_bytes,
+                f.stack_frame_bytes,
+                f.local_bytes
+            );
+            bad.push(f.name.clone());
+        }
+    }
+    bad
+}

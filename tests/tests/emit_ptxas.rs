@@ -4,19 +4,8 @@
 //! Without ptxas the test prints why and passes, unless `ENTKV_REQUIRE_PTXAS=1` (set by CI).
 
 use entkv_abi::{DType, DecodeSpec, PagedSpec, SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES};
-use entkv_codegen::{compile_module, ptxas, Target};
 use entkv_kernels::modules_for;
-
-fn ptxas_available() -> bool {
-    if ptxas::find_ptxas().is_some() {
-        return true;
-    }
-    if std::env::var("ENTKV_REQUIRE_PTXAS").as_deref() == Ok("1") {
-        panic!("ptxas not found and ENTKV_REQUIRE_PTXAS=1 (pip install nvidia-cuda-nvcc-cu12)");
-    }
-    println!("skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)");
-    false
-}
+use entkv_tests::{assemble_module, ptxas_available};
 
 /// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
 /// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
@@ -42,7 +31,6 @@ fn specs() -> Vec<PagedSpec> {
 /// Kernels whose IR is identical to one already checked (those α, GQA or ALiBi don't change,
 /// e.g. `page_meta`) are assembled once.
 fn check_specs(specs: &[PagedSpec], check_ptxas: bool) -> Vec<String> {
-    let target = Target::default();
     let mut failures = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for spec in specs {
@@ -52,35 +40,8 @@ fn check_specs(specs: &[PagedSpec], check_ptxas: bool) -> Vec<String> {
                 ir.name.clear();
                 seen.insert(serde_json::to_string(&ir).expect("IR serializes"))
             });
-            if module.kernels.is_empty() {
-                continue;
-            }
-            let kernels: Vec<&entkv_dsl::Kernel> = module.kernels.iter().collect();
-            let compiled = compile_module(module.name, &kernels, &target).unwrap();
-            for k in &module.kernels {
-                assert!(compiled.ptx.contains(&format!(".entry {}", k.name)), "{}", k.name);
-                let bound = format!(".maxntid {}, 1, 1", k.block_threads);
-                assert!(compiled.ptx.contains(&bound), "{}: launch bound", k.name);
-            }
-            assert!(compiled.ptx.contains(".target sm_90"));
-            assert!(
-                !compiled.ptx.contains(".extern"),
-                "{}: unresolved externals",
-                module.name
-            );
-            if !check_ptxas {
-                continue;
-            }
-            let report = ptxas::assemble(&compiled.ptx, target.sm).unwrap();
-            assert_eq!(report.functions.len(), module.kernels.len());
-            for f in &report.functions {
-                if f.spill_store_bytes + f.spill_load_bytes + f.stack_frame_bytes > 0 {
-                    println!(
-                        "{}: {} regs, spills {}/{} B, stack {} B",
-                        f.name, f.registers, f.spill_store_bytes, f.spill_load_bytes, f.stack_frame_bytes
-                    );
-                    failures.push(f.name.clone());
-                }
+            if !module.kernels.is_empty() {
+                failures.extend(assemble_module(&module, check_ptxas));
             }
         }
     }
