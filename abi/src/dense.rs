@@ -249,6 +249,38 @@ pub fn dense_workspace(spec: &DecodeSpec, shape: &DenseShape, plan: &DensePlan) 
     }
 }
 
+/// The largest [`DenseWorkspace`] any batch of at most `max_batch` sequences of at most
+/// `max_n` tokens plans (each buffer's maximum; exact, by evaluating [`dense_plan`] at every
+/// batch size and chunk count, since split rounding makes the sizes non-monotone). Sizes an
+/// engine's workspace once so that every later plan fits it.
+pub fn dense_workspace_bound(
+    spec: &DecodeSpec,
+    tile: &DenseTile,
+    max_batch: u32,
+    kv_heads: u32,
+    max_n: u64,
+    sm_count: u32,
+) -> Result<DenseWorkspace, SpecError> {
+    let chunk = tile.chunk_len() as u64;
+    let mut bound = DenseWorkspace {
+        cand_elems: 0,
+        split_elems: 0,
+    };
+    for batch in 1..=max_batch.max(1) {
+        for chunks in 1..=ceil_div(max_n.max(1), chunk) {
+            let shape = DenseShape {
+                batch,
+                kv_heads,
+                n: (chunks * chunk).min(max_n.max(1)),
+            };
+            let ws = dense_workspace(spec, &shape, &dense_plan(tile, &shape, sm_count)?);
+            bound.cand_elems = bound.cand_elems.max(ws.cand_elems);
+            bound.split_elems = bound.split_elems.max(ws.split_elems);
+        }
+    }
+    Ok(bound)
+}
+
 pub fn dense_score_geometry(tile: &DenseTile, shape: &DenseShape, plan: &DensePlan) -> LaunchGeometry {
     LaunchGeometry {
         grid: [plan.splits, shape.kv_heads, shape.batch],

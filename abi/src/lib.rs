@@ -6,18 +6,22 @@
 //! no DSL, no CUDA, so the runtime can depend on it and stay light.
 
 pub mod dense;
+pub mod family;
 pub mod gaussian;
 pub mod geometry;
 pub mod meta;
 pub mod paged;
+pub mod pipeline;
 pub mod signature;
 pub mod spec;
 pub mod topk;
 
 pub use dense::*;
+pub use family::{KernelFamily, TileConfig};
 pub use geometry::{ceil_div, LaunchGeometry};
 pub use meta::*;
-pub use paged::{check_batch, PagedShape, PagedSpec, SUPPORTED_SKETCH_BITS};
+pub use paged::{check_batch, BatchError, PagedShape, PagedSpec, SUPPORTED_SKETCH_BITS};
+pub use pipeline::{ArgRef, BufferSpec, CallPlan, DecodeKind, PipelinePlan};
 pub use signature::{ArgKind, ArgSpec, Elem};
 pub use spec::{
     check_group, check_head_dim, check_page_size, Alpha, DType, DecodeSpec, SpecError, SUPPORTED_GROUPS,

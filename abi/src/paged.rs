@@ -125,6 +125,31 @@ impl PagedShape {
     }
 }
 
+/// A batch that does not fit its paged cache. Every variant names the offending entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("seq_lens has {got} entries for batch {batch}")]
+    SeqLensCount { got: usize, batch: u32 },
+    #[error("block_table has {got} entries, expected batch {batch} × max_pages {max_pages}")]
+    BlockTableCount { got: usize, batch: u32, max_pages: u32 },
+    #[error("seq_lens[{seq}] = {len} (must be ≥ 1)")]
+    EmptySequence { seq: usize, len: i32 },
+    #[error("seq_lens[{seq}] = {len} needs {pages} pages, the block table has {max_pages}")]
+    SequenceTooLong {
+        seq: usize,
+        len: i32,
+        pages: i64,
+        max_pages: u32,
+    },
+    #[error("block_table[{seq}][{logical}] = {page} is outside the pool of {num_pages} pages")]
+    PageOutOfPool {
+        seq: usize,
+        logical: usize,
+        page: i32,
+        num_pages: u32,
+    },
+}
+
 /// Host-side validation of a batch before any launch: every sequence fits its block-table row
 /// and every referenced page exists. Returns the longest sequence.
 pub fn check_batch(
@@ -132,44 +157,44 @@ pub fn check_batch(
     shape: &PagedShape,
     seq_lens: &[i32],
     block_table: &[i32],
-) -> Result<u32, SpecError> {
+) -> Result<u32, BatchError> {
     let p = spec.page_size as i64;
     if seq_lens.len() != shape.batch as usize {
-        return Err(SpecError::BadShape(format!(
-            "seq_lens has {} entries for batch {}",
-            seq_lens.len(),
-            shape.batch
-        )));
+        return Err(BatchError::SeqLensCount {
+            got: seq_lens.len(),
+            batch: shape.batch,
+        });
     }
     if block_table.len() as u64 != shape.batch as u64 * shape.max_pages as u64 {
-        return Err(SpecError::BadShape(format!(
-            "block_table has {} entries, expected batch {} × max_pages {}",
-            block_table.len(),
-            shape.batch,
-            shape.max_pages
-        )));
+        return Err(BatchError::BlockTableCount {
+            got: block_table.len(),
+            batch: shape.batch,
+            max_pages: shape.max_pages,
+        });
     }
     let mut longest = 0;
-    for (b, &len) in seq_lens.iter().enumerate() {
+    for (seq, &len) in seq_lens.iter().enumerate() {
         if len < 1 {
-            return Err(SpecError::BadShape(format!(
-                "seq_lens[{b}] = {len} (must be ≥ 1)"
-            )));
+            return Err(BatchError::EmptySequence { seq, len });
         }
         let pages = (len as i64 + p - 1) / p;
         if pages > shape.max_pages as i64 {
-            return Err(SpecError::BadShape(format!(
-                "seq_lens[{b}] = {len} needs {pages} pages, the block table has {}",
-                shape.max_pages
-            )));
+            return Err(BatchError::SequenceTooLong {
+                seq,
+                len,
+                pages,
+                max_pages: shape.max_pages,
+            });
         }
-        for j in 0..pages as usize {
-            let page = block_table[b * shape.max_pages as usize + j];
+        for logical in 0..pages as usize {
+            let page = block_table[seq * shape.max_pages as usize + logical];
             if page < 0 || page as u32 >= shape.num_pages {
-                return Err(SpecError::BadShape(format!(
-                    "block_table[{b}][{j}] = {page} is outside the pool of {} pages",
-                    shape.num_pages
-                )));
+                return Err(BatchError::PageOutOfPool {
+                    seq,
+                    logical,
+                    page,
+                    num_pages: shape.num_pages,
+                });
             }
         }
         longest = longest.max(len as u32);

@@ -16,6 +16,16 @@ pub enum Elem {
     I64,
 }
 
+impl Elem {
+    pub fn size_bytes(self) -> u32 {
+        match self {
+            Elem::F16 | Elem::BF16 => 2,
+            Elem::F32 | Elem::I32 | Elem::U32 => 4,
+            Elem::I64 => 8,
+        }
+    }
+}
+
 impl From<DType> for Elem {
     fn from(d: DType) -> Elem {
         match d {

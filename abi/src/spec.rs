@@ -22,6 +22,8 @@ pub enum SpecError {
     BadShape(String),
     #[error("invalid tile config for {kernel}: {reason}")]
     BadTile { kernel: &'static str, reason: String },
+    #[error(transparent)]
+    Batch(#[from] crate::paged::BatchError),
 }
 
 /// The entmax α, with the values that have closed forms kept exact so kernels can specialise

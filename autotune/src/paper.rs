@@ -120,7 +120,12 @@ impl PaperCache {
     /// Allocate a pipeline's workspace and outputs (poisoned).
     pub fn prepare(&mut self, gpu: &Gpu, pipeline: &Pipeline) -> Result<()> {
         for b in &pipeline.buffers {
-            self.dev.alloc_poisoned(gpu, b.name, b.elem, b.len)?;
+            self.dev.alloc_poisoned(
+                gpu,
+                &b.name,
+                entkv_kernels::scalar_of_elem(b.elem),
+                b.len as usize,
+            )?;
         }
         Ok(())
     }

@@ -43,14 +43,7 @@ pub fn slack(head_dim: u32) -> f64 {
     8.0 * (head_dim as f64 + 2.0) * (2.0f64).powi(-24) + (2.0f64).powi(-20)
 }
 
-/// Entry names of the certified pair.
-pub fn entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, String) {
-    let suffix = format!("{}__{}", spec.sketch_tag(), tile.tag());
-    (
-        format!("select_certified__{suffix}"),
-        format!("decode_certified__{suffix}"),
-    )
-}
+pub use entkv_abi::pipeline::certified_entry_names as entry_names;
 
 /// `select_certified`: grid (splits, kv heads, batch). Parameters: `q, k_pool, block_table,
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,

@@ -181,7 +181,7 @@ impl KernelCheck for PagedDecodeCheck {
 }
 
 /// Entmax over the selected tokens of each head.
-fn selected_reference(spec: &PagedSpec, x: &PagedInputs, pages: &[Vec<Vec<i32>>]) -> DecodeReference {
+pub fn selected_reference(spec: &PagedSpec, x: &PagedInputs, pages: &[Vec<Vec<i32>>]) -> DecodeReference {
     let p = spec.page_size as usize;
     let d = spec.decode.head_dim as usize;
     let group = spec.decode.group as usize;

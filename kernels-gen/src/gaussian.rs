@@ -54,15 +54,14 @@ use crate::decode_checks::host_tensor;
 use crate::entmax::inside_or_midpoint;
 use crate::normal::{emit_log2_moment, ln_pos_moment_ref, moment_tables};
 use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
-use crate::pipelines::BufferSpec;
-use crate::program::{ArgRef, Call, Program};
+use crate::pipelines::{self, Pipeline};
+use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::{scalar_of, KernelGenError, KernelModule};
 use entkv_abi::gaussian::*;
 use entkv_abi::{check_batch, Alpha, DType, DecodeSpec, PagedShape, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
 use entkv_dsl::*;
-use std::rc::Rc;
 
 /// Most solver iterations (end checks, expansions and Newton/bisection steps together).
 const MAX_SOLVE_ITERS: i32 = 200;
@@ -670,115 +669,23 @@ pub fn modules(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError> {
 
 // ----- the calls of one selection ----------------------------------------------------------
 
-/// The calls of one Gaussian selection over named buffers, and the workspace/output buffers.
-/// Inputs: `q`, `meta_moments`, `block_table`, `seq_lens` (and `alibi_slopes` with ALiBi).
-/// Workspace: `page_mu`, `page_sigma`, `tile_stats`, `head_stats`, `sel_consts`. Outputs:
-/// `sel_pages`, `sel_count`, `tau_hat`.
-pub fn gaussian_pipeline(
+/// One Gaussian selection (`entkv_abi::pipeline::gaussian_select_calls`) with its four
+/// kernels generated for these tiles. Inputs: `q`, `meta_moments`, `block_table`, `seq_lens`
+/// (and `alibi_slopes` with ALiBi); outputs `sel_pages`, `sel_count`, `tau_hat`.
+pub fn pipeline(
     spec: &PagedSpec,
     mtile: &MomentsTile,
     gtile: &GaussTile,
     params: &GaussianParams,
     shape: &PagedShape,
-) -> Result<(Vec<Call>, Vec<BufferSpec>), KernelGenError> {
-    check_gaussian_shape(spec, shape)?;
-    let consts = params.constants(spec.page_size)?;
-    let ws = gaussian_workspace(spec, mtile, shape);
-    let moments = Rc::new(moments_kernel(spec, mtile)?);
-    let tau = Rc::new(tau_kernel(spec, gtile)?);
-    let sbar = Rc::new(sigma_bar_kernel(spec, gtile)?);
-    let select = Rc::new(select_kernel(spec, gtile)?);
-    let b = ArgRef::buf;
-    let mp = shape.max_pages as i32;
-    let mut margs = vec![b("q"), b("meta_moments"), b("block_table"), b("seq_lens")];
-    if spec.alibi {
-        margs.push(b("alibi_slopes"));
-    }
-    margs.extend([b("page_mu"), b("page_sigma"), b("tile_stats"), ArgRef::I32(mp)]);
-    let mg = page_score_moments_geometry(mtile, shape);
-    let s = params.sigma_bar_args(&consts);
-    let (fx, clamp, fc) = params.select_args(&consts);
-    let calls = vec![
-        Call {
-            kernel: moments,
-            geometry: mg,
-            args: margs,
-        },
-        Call {
-            kernel: tau,
-            geometry: gauss_tau_geometry(spec, gtile, shape),
-            args: vec![
-                b("tile_stats"),
-                b("page_mu"),
-                b("page_sigma"),
-                b("seq_lens"),
-                b("head_stats"),
-                ArgRef::I32(mg.grid[0] as i32),
-                ArgRef::I32(mtile.tile_pages() as i32),
-                ArgRef::I32(mp),
-            ],
-        },
-        Call {
-            kernel: sbar,
-            geometry: gauss_sigma_bar_geometry(gtile),
-            args: vec![
-                b("head_stats"),
-                b("seq_lens"),
-                b("sel_consts"),
-                ArgRef::I32(shape.q_heads(spec) as i32),
-                ArgRef::I32(shape.batch as i32),
-                ArgRef::F32(s[0]),
-                ArgRef::F32(s[1]),
-                ArgRef::F32(s[2]),
-                ArgRef::F32(s[3]),
-                ArgRef::F32(s[4]),
-            ],
-        },
-        Call {
-            kernel: select,
-            geometry: select_gaussian_geometry(gtile, shape),
-            args: vec![
-                b("page_mu"),
-                b("page_sigma"),
-                b("head_stats"),
-                b("sel_consts"),
-                b("seq_lens"),
-                b("sel_pages"),
-                b("sel_count"),
-                b("tau_hat"),
-                ArgRef::I32(mp),
-                ArgRef::F32(fx[0]),
-                ArgRef::F32(fx[1]),
-                ArgRef::I32(clamp),
-                ArgRef::F32(fc[0]),
-                ArgRef::F32(fc[1]),
-            ],
-        },
+) -> Result<Pipeline, KernelGenError> {
+    let kernels = vec![
+        moments_kernel(spec, mtile)?,
+        tau_kernel(spec, gtile)?,
+        sigma_bar_kernel(spec, gtile)?,
+        select_kernel(spec, gtile)?,
     ];
-    let f = |name, len: u64| BufferSpec {
-        name,
-        elem: Scalar::F32,
-        len: len as usize,
-    };
-    let buffers = vec![
-        f("page_mu", ws.page_elems),
-        f("page_sigma", ws.page_elems),
-        f("tile_stats", ws.tile_stats_elems),
-        f("head_stats", ws.head_stats_elems),
-        f("sel_consts", ws.consts_elems),
-        BufferSpec {
-            name: "sel_pages",
-            elem: Scalar::I32,
-            len: shape.selection_elems() as usize,
-        },
-        BufferSpec {
-            name: "sel_count",
-            elem: Scalar::I32,
-            len: (shape.batch * shape.kv_heads) as usize,
-        },
-        f("tau_hat", ws.tau_hat_elems),
-    ];
-    Ok((calls, buffers))
+    pipelines::gaussian_with(spec, mtile, gtile, params, shape, kernels)
 }
 
 // ----- float64 references ------------------------------------------------------------------
@@ -1128,8 +1035,7 @@ impl KernelCheck for GaussianCheck {
 
     fn program(&self) -> Result<Program, SuiteError> {
         let (x, meta) = self.inputs()?;
-        let (calls, buffers) =
-            gaussian_pipeline(&self.case.spec, &self.mtile, &self.gtile, &self.params, &x.shape)?;
+        let pipeline = pipeline(&self.case.spec, &self.mtile, &self.gtile, &self.params, &x.shape)?;
         let mut p = Program::new();
         p.buffer("q", host_tensor(&x.q));
         p.buffer("meta_moments", host_tensor(&meta));
@@ -1138,10 +1044,7 @@ impl KernelCheck for GaussianCheck {
         if self.case.spec.alibi {
             p.buffer("alibi_slopes", HostBuffer::F32(x.alibi_slopes.clone()));
         }
-        for b in &buffers {
-            p.poisoned(b.name, b.elem, b.len);
-        }
-        p.calls = calls;
+        pipeline.add_to(&mut p);
         Ok(p)
     }
 

@@ -27,7 +27,7 @@ pub mod suite;
 pub mod tokens;
 pub mod topk;
 
-use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec, SpecError};
+use entkv_abi::{DType, DecodeSpec, DenseTile, Elem, PagedSpec, SpecError};
 use entkv_dsl::{DslError, Kernel, Scalar};
 use thiserror::Error;
 
@@ -45,6 +45,18 @@ pub fn scalar_of(d: DType) -> Scalar {
         DType::F16 => Scalar::F16,
         DType::BF16 => Scalar::BF16,
         DType::F32 => Scalar::F32,
+    }
+}
+
+/// The DSL element type of a buffer element type.
+pub fn scalar_of_elem(e: Elem) -> Scalar {
+    match e {
+        Elem::F16 => Scalar::F16,
+        Elem::BF16 => Scalar::BF16,
+        Elem::F32 => Scalar::F32,
+        Elem::I32 => Scalar::I32,
+        Elem::U32 => Scalar::U32,
+        Elem::I64 => Scalar::I64,
     }
 }
 
@@ -102,5 +114,37 @@ pub fn dense_module(spec: &DecodeSpec, tile: &DenseTile) -> Result<KernelModule,
     Ok(KernelModule {
         name: "decode_contiguous",
         kernels: decode::contiguous_kernels(spec, tile)?.into(),
+    })
+}
+
+/// The kernels of one family (a bundle's table row) for one tile, in entry order
+/// (`TileConfig::entries`).
+pub fn family_kernels(
+    family: entkv_abi::KernelFamily,
+    spec: &PagedSpec,
+    tile: &entkv_abi::TileConfig,
+) -> Result<Vec<Kernel>, KernelGenError> {
+    use entkv_abi::{KernelFamily as F, TileConfig as T};
+    tile.check(family, spec)?;
+    Ok(match (family, tile) {
+        (F::PageMeta, T::Meta(t)) => vec![
+            page_meta::build_kernel(spec, t)?,
+            page_meta::update_kernel(spec, t)?,
+        ],
+        (F::PageScoreBox, T::BoxScore(t)) => vec![topk::score::box_kernel(spec, t)?],
+        (F::SelectTopk, T::SelectTopk(t)) => vec![topk::select::select_kernel(spec, t)?],
+        (F::PageScoreMoments, T::Moments(t)) => vec![gaussian::moments_kernel(spec, t)?],
+        (F::SelectGaussian, T::Gauss(t)) => vec![
+            gaussian::tau_kernel(spec, t)?,
+            gaussian::sigma_bar_kernel(spec, t)?,
+            gaussian::select_kernel(spec, t)?,
+        ],
+        (F::DecodeDense, T::Dense(t)) => decode::paged_kernels(spec, t, false)?.into(),
+        (F::DecodeSparse, T::Dense(t)) => decode::paged_kernels(spec, t, true)?.into(),
+        (F::DecodeCertified, T::Dense(t)) => vec![
+            certified::select_kernel(spec, t)?,
+            certified::decode_kernel(spec, t)?,
+        ],
+        _ => unreachable!("TileConfig::check matched family and tile"),
     })
 }

@@ -14,21 +14,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use thiserror::Error;
 
-/// One argument of a call: a named buffer of the program, or a scalar.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ArgRef {
-    Buf(String),
-    I32(i32),
-    U32(u32),
-    I64(i64),
-    F32(f32),
-}
-
-impl ArgRef {
-    pub fn buf(name: &str) -> ArgRef {
-        ArgRef::Buf(name.to_string())
-    }
-}
+pub use entkv_abi::ArgRef;
 
 /// One kernel launch.
 #[derive(Clone, Debug)]

@@ -121,7 +121,7 @@ impl KernelCheck for PipelineCheck {
         let spec = &self.case.spec;
         let x = self.case.inputs();
         let shape = x.shape;
-        check_batch(spec, &shape, &x.seq_lens, &x.block_table).map_err(spec_err)?;
+        check_batch(spec, &shape, &x.seq_lens, &x.block_table).map_err(|e| spec_err(e.into()))?;
         let plan = self.plan(&shape)?;
         let ws = softmax_topk_workspace(spec, &shape, &plan);
         let box_k = Rc::new(score::box_kernel(spec, &self.box_tile)?);

@@ -1,0 +1,188 @@
+//! Kernel families: the unit a bundle's lookup table maps to a tile config and a PTX module.
+//! A family is one stage of a decode pipeline (its entries always run together with one tile);
+//! [`TileConfig`] says which tile it takes and [`TileConfig::entries`] its entry names.
+
+use crate::gaussian::{gauss_entry_names, page_score_moments_entry, GaussTile, MomentsTile};
+use crate::meta::{meta_entry_names, MetaTile};
+use crate::pipeline::certified_entry_names;
+use crate::topk::{page_score_box_entry, select_topk_entry, BoxScoreTile, SelectTopkTile};
+use crate::{paged_decode_entry_names, DenseTile, PagedSpec, SpecError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One stage of a decode pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelFamily {
+    /// `page_meta_build` + `page_meta_update` (bounds, moments, sketch).
+    PageMeta,
+    /// `page_score_box`: box upper bounds of every full page (top-k).
+    PageScoreBox,
+    /// `select_topk`: the budget's best pages plus the last.
+    SelectTopk,
+    /// `page_score_moments`: the Gaussian model's per-page μ, σ.
+    PageScoreMoments,
+    /// `gauss_tau` + `gauss_sigma_bar` + `select_gaussian`.
+    SelectGaussian,
+    /// `decode_dense_{score,finish}`: entmax over every page.
+    DecodeDense,
+    /// `decode_sparse_{score,finish}`: entmax over the selected pages.
+    DecodeSparse,
+    /// `select_certified` + `decode_certified`: sketch-certified exact decode.
+    DecodeCertified,
+}
+
+impl KernelFamily {
+    pub const ALL: [KernelFamily; 8] = [
+        KernelFamily::PageMeta,
+        KernelFamily::PageScoreBox,
+        KernelFamily::SelectTopk,
+        KernelFamily::PageScoreMoments,
+        KernelFamily::SelectGaussian,
+        KernelFamily::DecodeDense,
+        KernelFamily::DecodeSparse,
+        KernelFamily::DecodeCertified,
+    ];
+
+    /// `page_meta`, `decode_dense`, … (file stems and table keys).
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelFamily::PageMeta => "page_meta",
+            KernelFamily::PageScoreBox => "page_score_box",
+            KernelFamily::SelectTopk => "select_topk",
+            KernelFamily::PageScoreMoments => "page_score_moments",
+            KernelFamily::SelectGaussian => "select_gaussian",
+            KernelFamily::DecodeDense => "decode_dense",
+            KernelFamily::DecodeSparse => "decode_sparse",
+            KernelFamily::DecodeCertified => "decode_certified",
+        }
+    }
+
+    /// The untuned tile of this family for `spec`.
+    pub fn default_tile(self, spec: &PagedSpec) -> TileConfig {
+        match self {
+            KernelFamily::PageMeta => TileConfig::Meta(MetaTile::default_for(spec)),
+            KernelFamily::PageScoreBox => TileConfig::BoxScore(BoxScoreTile::default_for(spec)),
+            KernelFamily::SelectTopk => TileConfig::SelectTopk(SelectTopkTile::default_for(spec)),
+            KernelFamily::PageScoreMoments => TileConfig::Moments(MomentsTile::default_for(spec)),
+            KernelFamily::SelectGaussian => TileConfig::Gauss(GaussTile::default_for(spec)),
+            KernelFamily::DecodeDense | KernelFamily::DecodeSparse => {
+                TileConfig::Dense(DenseTile::default_for(&spec.decode))
+            }
+            KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified(&spec.decode)),
+        }
+    }
+}
+
+impl fmt::Display for KernelFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The tile of one family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TileConfig {
+    Meta(MetaTile),
+    BoxScore(BoxScoreTile),
+    SelectTopk(SelectTopkTile),
+    Moments(MomentsTile),
+    Gauss(GaussTile),
+    Dense(DenseTile),
+}
+
+impl TileConfig {
+    pub fn tag(&self) -> String {
+        match self {
+            TileConfig::Meta(t) => t.tag(),
+            TileConfig::BoxScore(t) => t.tag(),
+            TileConfig::SelectTopk(t) => t.tag(),
+            TileConfig::Moments(t) => t.tag(),
+            TileConfig::Gauss(t) => t.tag(),
+            TileConfig::Dense(t) => t.tag(),
+        }
+    }
+
+    /// Whether this is the kind of tile `family` takes, and valid for `spec`.
+    pub fn check(&self, family: KernelFamily, spec: &PagedSpec) -> Result<(), SpecError> {
+        use KernelFamily as F;
+        match (family, self) {
+            (F::PageMeta, TileConfig::Meta(t)) => t.check(spec),
+            (F::PageScoreBox, TileConfig::BoxScore(t)) => t.check(spec),
+            (F::SelectTopk, TileConfig::SelectTopk(t)) => t.check(spec),
+            (F::PageScoreMoments, TileConfig::Moments(t)) => t.check(spec),
+            (F::SelectGaussian, TileConfig::Gauss(t)) => t.check(spec),
+            (F::DecodeDense | F::DecodeSparse | F::DecodeCertified, TileConfig::Dense(t)) => {
+                t.check(&spec.decode)
+            }
+            _ => Err(SpecError::BadShape(format!(
+                "family `{family}` does not take a tile like {}",
+                self.tag()
+            ))),
+        }
+    }
+
+    /// Entry names of `family` with this tile, in launch order.
+    pub fn entries(&self, family: KernelFamily, spec: &PagedSpec) -> Result<Vec<String>, SpecError> {
+        self.check(family, spec)?;
+        use KernelFamily as F;
+        Ok(match (family, self) {
+            (F::PageMeta, TileConfig::Meta(t)) => {
+                let (b, u) = meta_entry_names(spec, t);
+                vec![b, u]
+            }
+            (F::PageScoreBox, TileConfig::BoxScore(t)) => vec![page_score_box_entry(spec, t)],
+            (F::SelectTopk, TileConfig::SelectTopk(t)) => vec![select_topk_entry(spec, t)],
+            (F::PageScoreMoments, TileConfig::Moments(t)) => vec![page_score_moments_entry(spec, t)],
+            (F::SelectGaussian, TileConfig::Gauss(t)) => {
+                let (a, b, c) = gauss_entry_names(spec, t);
+                vec![a, b, c]
+            }
+            (F::DecodeDense, TileConfig::Dense(t)) => {
+                let (s, f) = paged_decode_entry_names(spec, t, false);
+                vec![s, f]
+            }
+            (F::DecodeSparse, TileConfig::Dense(t)) => {
+                let (s, f) = paged_decode_entry_names(spec, t, true);
+                vec![s, f]
+            }
+            (F::DecodeCertified, TileConfig::Dense(t)) => {
+                let (s, f) = certified_entry_names(spec, t);
+                vec![s, f]
+            }
+            _ => unreachable!("checked above"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, DecodeSpec};
+
+    #[test]
+    fn every_family_default_tile_is_valid_and_named() {
+        for g in [1, 4] {
+            let spec =
+                PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(), 16, false, 8).unwrap();
+            let mut all = Vec::new();
+            for f in KernelFamily::ALL {
+                let e = f.default_tile(&spec).entries(f, &spec).unwrap();
+                assert!(!e.is_empty());
+                all.extend(e);
+            }
+            let n = all.len();
+            all.sort();
+            all.dedup();
+            assert_eq!(all.len(), n, "entry names are unique across families");
+        }
+    }
+
+    #[test]
+    fn wrong_tile_kind_is_refused() {
+        let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap();
+        let t = KernelFamily::PageMeta.default_tile(&spec);
+        assert!(t.entries(KernelFamily::DecodeDense, &spec).is_err());
+    }
+}

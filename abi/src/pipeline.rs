@@ -1,0 +1,589 @@
+//! Decode pipelines as data: which entry points run, in which order, on which grid, with which
+//! arguments — buffers by canonical name, scalars by value. This is the one place each kernel's
+//! argument list is spelled out. Generated kernels (`entkv-kernels`) are attached to these
+//! plans by entry name for the interpreter and the GPU checks; the runtime binds the names to an
+//! engine's device pointers and launches the entries from a bundle's PTX.
+//!
+//! Canonical buffer names: inputs `q`, `k_pool`, `v_pool`, `block_table`, `seq_lens`,
+//! `alibi_slopes` (with ALiBi); metadata `meta_bounds`, `meta_moments`, `sketch` (and
+//! `meta_pages`, the page list a build takes); selections `sel_pages`, `sel_count`; outputs
+//! `out`, `tau`, `support`, `kept`; everything else is workspace.
+
+use crate::gaussian::{
+    check_gaussian_shape, gauss_entry_names, gauss_sigma_bar_geometry, gauss_tau_geometry,
+    gaussian_workspace, page_score_moments_entry, page_score_moments_geometry, select_gaussian_geometry,
+    GaussTile, GaussianParams, MomentsTile,
+};
+use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
+use crate::signature::Elem;
+use crate::topk::{
+    page_score_box_entry, page_score_box_geometry, page_scores_elems, select_topk_entry,
+    select_topk_geometry, softmax_topk_entry_names, softmax_topk_finish_geometry, softmax_topk_plan,
+    softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
+};
+use crate::{
+    dense_finish_geometry, dense_plan, dense_workspace, dense_workspace_bound, paged_decode_entry_names,
+    paged_score_geometry, DenseShape, DenseTile, DenseWorkspace, LaunchGeometry, PagedShape, PagedSpec,
+    SpecError,
+};
+use serde::{Deserialize, Serialize};
+
+/// One argument of a call: a named buffer, or a scalar.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ArgRef {
+    Buf(String),
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    F32(f32),
+}
+
+impl ArgRef {
+    pub fn buf(name: &str) -> ArgRef {
+        ArgRef::Buf(name.to_string())
+    }
+}
+
+/// One launch of one entry point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallPlan {
+    pub entry: String,
+    pub geometry: LaunchGeometry,
+    pub args: Vec<ArgRef>,
+}
+
+/// A buffer a pipeline writes besides its inputs (workspace or output).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BufferSpec {
+    pub name: String,
+    pub elem: Elem,
+    pub len: u64,
+}
+
+impl BufferSpec {
+    fn new(name: &str, elem: Elem, len: u64) -> BufferSpec {
+        BufferSpec {
+            name: name.to_string(),
+            elem,
+            len,
+        }
+    }
+    pub fn bytes(&self) -> u64 {
+        self.len * self.elem.size_bytes() as u64
+    }
+}
+
+/// Calls in order and the buffers they write.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PipelinePlan {
+    pub calls: Vec<CallPlan>,
+    pub buffers: Vec<BufferSpec>,
+}
+
+impl PipelinePlan {
+    /// This pipeline followed by `next` (buffers of both, each name once).
+    pub fn then(mut self, next: PipelinePlan) -> PipelinePlan {
+        self.calls.extend(next.calls);
+        for b in next.buffers {
+            if !self.buffers.iter().any(|x| x.name == b.name) {
+                self.buffers.push(b);
+            }
+        }
+        self
+    }
+
+    /// Entry points in call order (each once).
+    pub fn entries(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for c in &self.calls {
+            if !v.contains(&c.entry.as_str()) {
+                v.push(&c.entry);
+            }
+        }
+        v
+    }
+
+    /// Bytes of the buffers the pipeline writes (its workspace and outputs).
+    pub fn workspace_bytes(&self) -> u64 {
+        self.buffers.iter().map(BufferSpec::bytes).sum()
+    }
+}
+
+fn buf(name: &str) -> ArgRef {
+    ArgRef::buf(name)
+}
+
+/// Which entmax decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DecodeKind {
+    /// Every page (`decode_dense`).
+    Dense,
+    /// The pages in `sel_pages`/`sel_count` (`decode_sparse`).
+    Sparse,
+    /// The sketch-certified superset of the support (`select_certified` + `decode_certified`).
+    Certified,
+}
+
+/// Entry names of the certified pair: `select_certified__<spec+sketch>__<tile>`,
+/// `decode_certified__…`.
+pub fn certified_entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, String) {
+    let suffix = format!("{}__{}", spec.sketch_tag(), tile.tag());
+    (
+        format!("select_certified__{suffix}"),
+        format!("decode_certified__{suffix}"),
+    )
+}
+
+/// One decode step over the paged cache. `max_tokens` bounds the tokens any (sequence, KV
+/// head) visits (the longest sequence, or the largest selection) and `sm_count` sizes the
+/// split plan; neither needs anything from the device.
+pub fn decode_calls(
+    kind: DecodeKind,
+    spec: &PagedSpec,
+    tile: &DenseTile,
+    shape: &PagedShape,
+    max_tokens: u64,
+    sm_count: u32,
+) -> Result<PipelinePlan, SpecError> {
+    let ds = &spec.decode;
+    tile.check(ds)?;
+    let dshape = DenseShape {
+        batch: shape.batch,
+        kv_heads: shape.kv_heads,
+        n: max_tokens.max(1),
+    };
+    let plan = dense_plan(tile, &dshape, sm_count)?;
+    let ws = dense_workspace(ds, &dshape, &plan);
+    let buffers = decode_buffers(kind, spec, shape.batch, shape.kv_heads, &ws);
+    let alibi: Vec<ArgRef> = if spec.alibi {
+        vec![buf("alibi_slopes")]
+    } else {
+        Vec::new()
+    };
+    let mp = ArgRef::I32(shape.max_pages as i32);
+    let score_geom = paged_score_geometry(tile, shape.batch, shape.kv_heads, &plan);
+    let finish_geom = dense_finish_geometry(ds, tile, &dshape);
+    let tail = [
+        ArgRef::I32(plan.splits as i32),
+        ArgRef::I64(plan.split_len as i64),
+        mp.clone(),
+    ];
+    let chunks = ArgRef::I32(plan.chunks_per_split as i32);
+    let (score, finish, a1, mut a2) = match kind {
+        DecodeKind::Dense | DecodeKind::Sparse => {
+            let selected = kind == DecodeKind::Sparse;
+            let (score, finish) = paged_decode_entry_names(spec, tile, selected);
+            let mut a1 = vec![buf("q"), buf("k_pool"), buf("block_table"), buf("seq_lens")];
+            if selected {
+                a1.extend([buf("sel_pages"), buf("sel_count")]);
+            }
+            a1.extend(alibi);
+            a1.extend([
+                buf("cand_z"),
+                buf("cand_idx"),
+                buf("cand_count"),
+                buf("cand_lb"),
+                mp.clone(),
+                chunks,
+            ]);
+            let a2 = vec![
+                buf("cand_z"),
+                buf("cand_idx"),
+                buf("cand_count"),
+                buf("cand_lb"),
+                buf("v_pool"),
+                buf("block_table"),
+                buf("seq_lens"),
+                buf("out"),
+                buf("tau"),
+                buf("support"),
+            ];
+            (score, finish, a1, a2)
+        }
+        DecodeKind::Certified => {
+            let (select, decode) = certified_entry_names(spec, tile);
+            let mut a1 = vec![
+                buf("q"),
+                buf("k_pool"),
+                buf("block_table"),
+                buf("seq_lens"),
+                buf("meta_bounds"),
+                buf("sketch"),
+            ];
+            a1.extend(alibi.clone());
+            a1.extend([
+                buf("cand_lb"),
+                buf("cand_ub"),
+                buf("cand_idx"),
+                buf("cand_count"),
+                buf("cand_bound"),
+                mp.clone(),
+                chunks,
+            ]);
+            let mut a2 = vec![
+                buf("q"),
+                buf("k_pool"),
+                buf("v_pool"),
+                buf("block_table"),
+                buf("seq_lens"),
+            ];
+            a2.extend(alibi);
+            a2.extend([
+                buf("cand_lb"),
+                buf("cand_ub"),
+                buf("cand_idx"),
+                buf("cand_count"),
+                buf("cand_bound"),
+                buf("out"),
+                buf("tau"),
+                buf("support"),
+                buf("kept"),
+            ]);
+            (select, decode, a1, a2)
+        }
+    };
+    a2.extend(tail);
+    Ok(PipelinePlan {
+        calls: vec![
+            CallPlan {
+                entry: score,
+                geometry: score_geom,
+                args: a1,
+            },
+            CallPlan {
+                entry: finish,
+                geometry: finish_geom,
+                args: a2,
+            },
+        ],
+        buffers,
+    })
+}
+
+/// The workspace and outputs of one decode with workspace `ws`.
+fn decode_buffers(
+    kind: DecodeKind,
+    spec: &PagedSpec,
+    batch: u32,
+    kv_heads: u32,
+    ws: &DenseWorkspace,
+) -> Vec<BufferSpec> {
+    let ds = &spec.decode;
+    let heads = batch as u64 * kv_heads as u64 * ds.group as u64;
+    let mut buffers = vec![
+        BufferSpec::new("cand_idx", Elem::I32, ws.cand_elems),
+        BufferSpec::new("cand_count", Elem::I32, ws.split_elems),
+        BufferSpec::new("out", ds.out_dtype.into(), heads * ds.head_dim as u64),
+        BufferSpec::new("tau", Elem::F32, heads),
+        BufferSpec::new("support", Elem::I32, heads),
+    ];
+    match kind {
+        DecodeKind::Dense | DecodeKind::Sparse => {
+            buffers.push(BufferSpec::new("cand_z", Elem::F32, ws.cand_elems));
+            buffers.push(BufferSpec::new("cand_lb", Elem::F32, ws.split_elems));
+        }
+        DecodeKind::Certified => {
+            buffers.push(BufferSpec::new("cand_lb", Elem::F32, ws.cand_elems));
+            buffers.push(BufferSpec::new("cand_ub", Elem::F32, ws.cand_elems));
+            buffers.push(BufferSpec::new("cand_bound", Elem::F32, ws.split_elems));
+            buffers.push(BufferSpec::new("kept", Elem::I32, heads));
+        }
+    }
+    buffers
+}
+
+/// The largest buffers [`decode_calls`] plans for any batch of at most `max_batch` sequences
+/// visiting at most `max_tokens` tokens (see [`crate::dense_workspace_bound`]).
+pub fn decode_buffers_bound(
+    kind: DecodeKind,
+    spec: &PagedSpec,
+    tile: &DenseTile,
+    max_batch: u32,
+    kv_heads: u32,
+    max_tokens: u64,
+    sm_count: u32,
+) -> Result<Vec<BufferSpec>, SpecError> {
+    tile.check(&spec.decode)?;
+    let ws = dense_workspace_bound(&spec.decode, tile, max_batch, kv_heads, max_tokens, sm_count)?;
+    Ok(decode_buffers(kind, spec, max_batch, kv_heads, &ws))
+}
+
+fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {
+    let kv: Elem = spec.decode.kv_dtype.into();
+    vec![
+        BufferSpec::new("meta_bounds", kv, shape.meta_elems(spec)),
+        BufferSpec::new("meta_moments", kv, shape.meta_elems(spec)),
+        BufferSpec::new("sketch", Elem::U32, shape.sketch_words(spec)),
+    ]
+}
+
+/// Build the metadata of the `pages` physical pages listed in buffer `meta_pages` (e.g.
+/// `entkv_abi::full_pages` after prefill). No call when the list is empty.
+pub fn meta_build_calls(
+    spec: &PagedSpec,
+    tile: &MetaTile,
+    shape: &PagedShape,
+    pages: u64,
+) -> Result<PipelinePlan, SpecError> {
+    let mut calls = Vec::new();
+    if pages > 0 {
+        calls.push(CallPlan {
+            entry: meta_entry_names(spec, tile).0,
+            geometry: meta_build_geometry(tile, shape, pages)?,
+            args: vec![
+                buf("k_pool"),
+                buf("meta_pages"),
+                buf("meta_bounds"),
+                buf("meta_moments"),
+                buf("sketch"),
+                ArgRef::I32(pages as i32),
+            ],
+        });
+    }
+    Ok(PipelinePlan {
+        calls,
+        buffers: meta_buffers(spec, shape),
+    })
+}
+
+/// Rebuild the metadata of the page each sequence's newest token completed (on append).
+pub fn meta_update_calls(
+    spec: &PagedSpec,
+    tile: &MetaTile,
+    shape: &PagedShape,
+) -> Result<PipelinePlan, SpecError> {
+    Ok(PipelinePlan {
+        calls: vec![CallPlan {
+            entry: meta_entry_names(spec, tile).1,
+            geometry: meta_update_geometry(tile, shape)?,
+            args: vec![
+                buf("k_pool"),
+                buf("block_table"),
+                buf("seq_lens"),
+                buf("meta_bounds"),
+                buf("meta_moments"),
+                buf("sketch"),
+                ArgRef::I32(shape.max_pages as i32),
+            ],
+        }],
+        buffers: meta_buffers(spec, shape),
+    })
+}
+
+fn selection_buffers(shape: &PagedShape) -> [BufferSpec; 2] {
+    [
+        BufferSpec::new("sel_pages", Elem::I32, shape.selection_elems()),
+        BufferSpec::new("sel_count", Elem::I32, shape.batch as u64 * shape.kv_heads as u64),
+    ]
+}
+
+/// Top-k page selection: box bounds of every scored page, then the `budget_pages` best per
+/// (sequence, KV head) plus the last page into `sel_pages`/`sel_count`.
+pub fn topk_select_calls(
+    spec: &PagedSpec,
+    box_tile: &BoxScoreTile,
+    sel_tile: &SelectTopkTile,
+    shape: &PagedShape,
+    budget_pages: i32,
+) -> Result<PipelinePlan, SpecError> {
+    box_tile.check(spec)?;
+    sel_tile.check(spec)?;
+    let mut a1 = vec![buf("q"), buf("meta_bounds"), buf("block_table"), buf("seq_lens")];
+    if spec.alibi {
+        a1.push(buf("alibi_slopes"));
+    }
+    a1.extend([buf("page_scores"), ArgRef::I32(shape.max_pages as i32)]);
+    let mut buffers = vec![BufferSpec::new(
+        "page_scores",
+        Elem::F32,
+        page_scores_elems(shape),
+    )];
+    buffers.extend(selection_buffers(shape));
+    Ok(PipelinePlan {
+        calls: vec![
+            CallPlan {
+                entry: page_score_box_entry(spec, box_tile),
+                geometry: page_score_box_geometry(spec, box_tile, shape),
+                args: a1,
+            },
+            CallPlan {
+                entry: select_topk_entry(spec, sel_tile),
+                geometry: select_topk_geometry(sel_tile, shape),
+                args: vec![
+                    buf("page_scores"),
+                    buf("seq_lens"),
+                    buf("sel_pages"),
+                    buf("sel_count"),
+                    ArgRef::I32(shape.max_pages as i32),
+                    ArgRef::I32(budget_pages),
+                ],
+            },
+        ],
+        buffers,
+    })
+}
+
+/// Softmax attention over the selected pages (the Quest baseline), planned for selections of at
+/// most `budget_pages` + 1 pages.
+pub fn softmax_topk_calls(
+    spec: &PagedSpec,
+    tile: &SoftmaxTopkTile,
+    shape: &PagedShape,
+    budget_pages: i32,
+    sm_count: u32,
+) -> Result<PipelinePlan, SpecError> {
+    tile.check(spec)?;
+    let plan = softmax_topk_plan(spec, tile, shape, budget_pages, sm_count)?;
+    let ws = softmax_topk_workspace(spec, shape, &plan);
+    let (score, finish) = softmax_topk_entry_names(spec, tile);
+    let mut a1 = vec![
+        buf("q"),
+        buf("k_pool"),
+        buf("v_pool"),
+        buf("block_table"),
+        buf("seq_lens"),
+        buf("sel_pages"),
+        buf("sel_count"),
+    ];
+    if spec.alibi {
+        a1.push(buf("alibi_slopes"));
+    }
+    a1.extend([
+        buf("part_ml"),
+        buf("part_acc"),
+        ArgRef::I32(shape.max_pages as i32),
+        ArgRef::I32(plan.chunks_per_split as i32),
+    ]);
+    let heads = shape.batch as u64 * shape.q_heads(spec) as u64;
+    Ok(PipelinePlan {
+        calls: vec![
+            CallPlan {
+                entry: score,
+                geometry: softmax_topk_score_geometry(tile, shape, &plan),
+                args: a1,
+            },
+            CallPlan {
+                entry: finish,
+                geometry: softmax_topk_finish_geometry(spec, tile, shape),
+                args: vec![
+                    buf("part_ml"),
+                    buf("part_acc"),
+                    buf("sel_count"),
+                    buf("seq_lens"),
+                    buf("out"),
+                    ArgRef::I32(plan.splits as i32),
+                    ArgRef::I32(plan.split_len as i32),
+                ],
+            },
+        ],
+        buffers: vec![
+            BufferSpec::new("part_ml", Elem::F32, ws.ml_elems),
+            BufferSpec::new("part_acc", Elem::F32, ws.acc_elems),
+            BufferSpec::new(
+                "out",
+                spec.decode.out_dtype.into(),
+                heads * spec.decode.head_dim as u64,
+            ),
+        ],
+    })
+}
+
+/// Gaussian-aware page selection: moments, τ̂, σ̄ and the keep rule, into
+/// `sel_pages`/`sel_count` (and `tau_hat`).
+pub fn gaussian_select_calls(
+    spec: &PagedSpec,
+    mtile: &MomentsTile,
+    gtile: &GaussTile,
+    params: &GaussianParams,
+    shape: &PagedShape,
+) -> Result<PipelinePlan, SpecError> {
+    check_gaussian_shape(spec, shape)?;
+    mtile.check(spec)?;
+    gtile.check(spec)?;
+    let consts = params.constants(spec.page_size)?;
+    let ws = gaussian_workspace(spec, mtile, shape);
+    let (tau, sbar, select) = gauss_entry_names(spec, gtile);
+    let mp = shape.max_pages as i32;
+    let mut margs = vec![buf("q"), buf("meta_moments"), buf("block_table"), buf("seq_lens")];
+    if spec.alibi {
+        margs.push(buf("alibi_slopes"));
+    }
+    margs.extend([
+        buf("page_mu"),
+        buf("page_sigma"),
+        buf("tile_stats"),
+        ArgRef::I32(mp),
+    ]);
+    let mg = page_score_moments_geometry(mtile, shape);
+    let s = params.sigma_bar_args(&consts);
+    let (fx, clamp, fc) = params.select_args(&consts);
+    let mut buffers = vec![
+        BufferSpec::new("page_mu", Elem::F32, ws.page_elems),
+        BufferSpec::new("page_sigma", Elem::F32, ws.page_elems),
+        BufferSpec::new("tile_stats", Elem::F32, ws.tile_stats_elems),
+        BufferSpec::new("head_stats", Elem::F32, ws.head_stats_elems),
+        BufferSpec::new("sel_consts", Elem::F32, ws.consts_elems),
+        BufferSpec::new("tau_hat", Elem::F32, ws.tau_hat_elems),
+    ];
+    buffers.extend(selection_buffers(shape));
+    Ok(PipelinePlan {
+        calls: vec![
+            CallPlan {
+                entry: page_score_moments_entry(spec, mtile),
+                geometry: mg,
+                args: margs,
+            },
+            CallPlan {
+                entry: tau,
+                geometry: gauss_tau_geometry(spec, gtile, shape),
+                args: vec![
+                    buf("tile_stats"),
+                    buf("page_mu"),
+                    buf("page_sigma"),
+                    buf("seq_lens"),
+                    buf("head_stats"),
+                    ArgRef::I32(mg.grid[0] as i32),
+                    ArgRef::I32(mtile.tile_pages() as i32),
+                    ArgRef::I32(mp),
+                ],
+            },
+            CallPlan {
+                entry: sbar,
+                geometry: gauss_sigma_bar_geometry(gtile),
+                args: vec![
+                    buf("head_stats"),
+                    buf("seq_lens"),
+                    buf("sel_consts"),
+                    ArgRef::I32(shape.q_heads(spec) as i32),
+                    ArgRef::I32(shape.batch as i32),
+                    ArgRef::F32(s[0]),
+                    ArgRef::F32(s[1]),
+                    ArgRef::F32(s[2]),
+                    ArgRef::F32(s[3]),
+                    ArgRef::F32(s[4]),
+                ],
+            },
+            CallPlan {
+                entry: select,
+                geometry: select_gaussian_geometry(gtile, shape),
+                args: vec![
+                    buf("page_mu"),
+                    buf("page_sigma"),
+                    buf("head_stats"),
+                    buf("sel_consts"),
+                    buf("seq_lens"),
+                    buf("sel_pages"),
+                    buf("sel_count"),
+                    buf("tau_hat"),
+                    ArgRef::I32(mp),
+                    ArgRef::F32(fx[0]),
+                    ArgRef::F32(fx[1]),
+                    ArgRef::I32(clamp),
+                    ArgRef::F32(fc[0]),
+                    ArgRef::F32(fc[1]),
+                ],
+            },
+        ],
+        buffers,
+    })
+}
