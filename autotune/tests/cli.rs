@@ -142,3 +142,80 @@ fn autotune_validates_then_says_it_is_not_there_yet() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not implemented yet"));
 }
+
+fn run_ok(args: &[&std::ffi::OsStr]) -> String {
+    let o = entkv().args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn bundle_verbs_create_verify_pack_unpack_inspect() {
+    let root = tmp_dir("bundle");
+    let (dir, file, back) = (root.join("b"), root.join("b.entkvb"), root.join("back"));
+    let s = |x: &'static str| std::ffi::OsStr::new(x);
+    let out = run_ok(&[
+        s("bundle"),
+        s("create"),
+        s("--alpha"),
+        s("1.5"),
+        s("--head-dim"),
+        s("32"),
+        s("--page-size"),
+        s("16"),
+        s("--out"),
+        dir.as_os_str(),
+    ]);
+    assert!(out.contains("8 artifact(s)"), "{out}");
+    assert!(run_ok(&[s("bundle"), s("verify"), dir.as_os_str()]).starts_with("OK "));
+    run_ok(&[s("bundle"), s("pack"), dir.as_os_str(), file.as_os_str()]);
+    run_ok(&[s("bundle"), s("unpack"), file.as_os_str(), back.as_os_str()]);
+    assert!(run_ok(&[s("bundle"), s("verify"), file.as_os_str()]).starts_with("OK "));
+    let table = run_ok(&[s("bundle"), s("inspect"), back.as_os_str()]);
+    assert!(
+        table.contains("decode_certified") && table.contains("default"),
+        "{table}"
+    );
+    let json = run_ok(&[s("bundle"), s("inspect"), s("--json"), file.as_os_str()]);
+    let m: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(m["schema_version"], 1);
+    assert_eq!(m["table"].as_array().unwrap().len(), 8);
+
+    // One flipped byte of one PTX file: verify fails naming the file and the checksums.
+    let victim = m["artifacts"][2]["file"].as_str().unwrap();
+    let p = back.join(victim);
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&p, bytes).unwrap();
+    let b = back.to_str().unwrap();
+    fails_with(
+        &["bundle", "verify", b],
+        &format!("artifact `{victim}` fails its checksum"),
+    );
+    fails_with(
+        &["bundle", "pack", b, root.join("x.entkvb").to_str().unwrap()],
+        "checksum",
+    );
+    fails_with(
+        &["bundle", "verify", root.join("none").to_str().unwrap()],
+        "No such file",
+    );
+    fails_with(
+        &[
+            "bundle",
+            "create",
+            "--alpha",
+            "1.5",
+            "--head-dim",
+            "48",
+            "--out",
+            b,
+        ],
+        "unsupported head dim 48",
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod ctx;
+pub mod engine;
 mod error;
 mod gpu;
 mod launch;
@@ -48,6 +49,11 @@ mod memory;
 mod module;
 mod timer;
 
+pub use engine::{
+    DecodeBuffers, DecodePlanner, Decoder, DeviceRegion, DeviceTensor, EngineError, Method, Problem, Step,
+};
+pub use entkv_abi::{DType, Elem};
+pub use entkv_bundle::{Bundle, BundleError, Tier};
 pub use error::{Result, RuntimeError};
 pub use gpu::{device_count, driver_library_present, gpu_unavailable_reason, DeviceInfo, Gpu};
 pub use launch::{launch, KernelArg, LaunchGeometry, RawStream, MAX_KERNEL_ARGS};

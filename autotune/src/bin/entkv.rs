@@ -1,8 +1,10 @@
-//! `entkv`: emit kernels, run the GPU checks.
+//! `entkv`: emit kernels, build and check kernel bundles, run the GPU checks.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use entkv_abi::{DType, DecodeSpec, PagedSpec};
+use entkv_abi::{DType, DecodeSpec};
+use entkv_autotune::bundle_cmd::{self, BundleCmd};
+use entkv_autotune::spec_args::SpecArgs;
 use entkv_autotune::{bench, emit, gpucheck};
 use std::path::PathBuf;
 
@@ -22,31 +24,16 @@ enum Cmd {
     /// Write the LLVM IR (.ll) and PTX (.ptx) of every kernel of a specialization, plus a
     /// manifest.json listing them.
     Emit {
-        /// Entmax α (> 1).
-        #[arg(long)]
-        alpha: f64,
-        /// Head dimension (32, 64 or 128).
-        #[arg(long)]
-        head_dim: u32,
-        /// Tokens per KV-cache page (16, 32 or 64).
-        #[arg(long, default_value_t = 16)]
-        page_size: u32,
-        /// Query heads per KV head; repeat or comma-separate for several.
-        #[arg(long, value_delimiter = ',', default_values_t = vec![1u32])]
-        group: Vec<u32>,
-        /// K/V storage type (f16, bf16).
-        #[arg(long, default_value = "f16")]
-        kv_dtype: String,
-        /// Kernels take per-head ALiBi slopes.
-        #[arg(long)]
-        alibi: bool,
-        /// Bits per dimension of the key sketch of the certified-exact path (4 or 8; 8 keeps
-        /// far fewer tokens, see docs/perf-notes.md).
-        #[arg(long, default_value_t = 8)]
-        sketch_bits: u32,
+        #[command(flatten)]
+        spec: SpecArgs,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Build, verify, inspect, pack and unpack kernel bundles (docs/bundle.md).
+    Bundle {
+        #[command(subcommand)]
+        verb: BundleCmd,
     },
     /// Run every GPU check (correctness against float64 references, then timings at the
     /// `paper` shapes) and print a table. Needs an NVIDIA GPU.
@@ -100,28 +87,8 @@ enum Cmd {
 
 fn main() -> Result<()> {
     match Cli::parse().cmd {
-        Cmd::Emit {
-            alpha,
-            head_dim,
-            page_size,
-            group,
-            kv_dtype,
-            alibi,
-            sketch_bits,
-            out,
-        } => {
-            let kv = DType::parse(&kv_dtype)?;
-            let specs = group
-                .iter()
-                .map(|&g| {
-                    PagedSpec::new(
-                        DecodeSpec::new(alpha, head_dim, g, kv)?,
-                        page_size,
-                        alibi,
-                        sketch_bits,
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+        Cmd::Emit { spec, out } => {
+            let specs = spec.specs()?;
             let m = emit::emit(&specs, &out)?;
             for module in &m.modules {
                 println!(
@@ -132,6 +99,7 @@ fn main() -> Result<()> {
             }
             println!("{}", out.join("manifest.json").display());
         }
+        Cmd::Bundle { verb } => bundle_cmd::run(verb)?,
         Cmd::GpuCheck {
             out,
             large_n,

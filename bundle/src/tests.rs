@@ -1,0 +1,667 @@
+use super::*;
+use crate::verify::ptx_declares_entry;
+use entkv_abi::{DType, DecodeSpec};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn spec_g(group: u32) -> PagedSpec {
+    PagedSpec::new(DecodeSpec::new(1.5, 32, group, DType::F16).unwrap(), 16, false, 8).unwrap()
+}
+
+fn spec() -> PagedSpec {
+    spec_g(1)
+}
+
+fn fake_ptx(entries: &[String]) -> String {
+    let mut s = String::from(".version 8.0\n.target sm_90\n.address_size 64\n\n");
+    for e in entries {
+        s.push_str(&format!(
+            ".visible .entry {e}(\n\t.param .u64 {e}_param_0\n)\n{{\n\tret;\n}}\n\n"
+        ));
+    }
+    s
+}
+
+fn meta() -> BundleMeta {
+    BundleMeta {
+        entkv_version: "0.1.0".into(),
+        llvm_version: "19.1.7".into(),
+        target_sm: 90,
+        ptx_version: "8.0".into(),
+        tuned_on: Some(TunedOn {
+            gpu: "NVIDIA H200".into(),
+            sm: 90,
+            driver: "570.86.15".into(),
+            cuda: "12.8".into(),
+        }),
+        created_unix_s: 1_795_960_980,
+    }
+}
+
+fn module_name(f: KernelFamily, s: &PagedSpec) -> String {
+    format!("{}__{}.ptx", f.name(), s.sketch_tag())
+}
+
+fn default_row(f: KernelFamily, s: &PagedSpec) -> TableRow {
+    let tile = f.default_tile(s);
+    TableRow {
+        family: f,
+        spec: s.sketch_tag(),
+        bucket: Bucket::Any,
+        tile,
+        module: module_name(f, s),
+        entries: tile.entries(f, s).unwrap(),
+        block_threads: 256,
+        source: RowSource::Default,
+    }
+}
+
+fn tuned_row(f: KernelFamily, s: &PagedSpec, lo: u64, hi: u64, median_us: f64) -> TableRow {
+    TableRow {
+        bucket: Bucket::Tokens { lo, hi },
+        source: RowSource::Tuned { median_us },
+        ..default_row(f, s)
+    }
+}
+
+/// Every family at `spec()` with its default row, plus tuned decode_dense rows for
+/// [1024, 4096) and [65536, 1048576), and families `skip` left out.
+fn writer_with(skip: &[KernelFamily]) -> BundleWriter {
+    let s = spec();
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s);
+    w.add_spec(s); // deduplicated
+    for f in KernelFamily::ALL {
+        if skip.contains(&f) {
+            continue;
+        }
+        let entries = f.default_tile(&s).entries(f, &s).unwrap();
+        w.add_module(&module_name(f, &s), fake_ptx(&entries), entries)
+            .unwrap();
+        w.add_row(default_row(f, &s));
+    }
+    if !skip.contains(&KernelFamily::DecodeDense) {
+        w.add_row(tuned_row(KernelFamily::DecodeDense, &s, 1024, 4096, 12.5));
+        w.add_row(tuned_row(
+            KernelFamily::DecodeDense,
+            &s,
+            65_536,
+            1 << 20,
+            0.1 + 0.2,
+        ));
+    }
+    w
+}
+
+fn bundle() -> Bundle {
+    writer_with(&[]).finish().unwrap()
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "entkv-bundle-test-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read_manifest_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join(MANIFEST_FILE)).unwrap()).unwrap()
+}
+
+fn write_manifest_json(dir: &Path, v: &serde_json::Value) {
+    std::fs::write(dir.join(MANIFEST_FILE), serde_json::to_vec_pretty(v).unwrap()).unwrap();
+}
+
+/// Rewrite manifest.json with `edit` applied to the manifest, updating the digest.
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut Manifest)) {
+    let v = read_manifest_json(dir);
+    let mut m: Manifest = serde_json::from_value(v["manifest"].clone()).unwrap();
+    edit(&mut m);
+    let v = serde_json::json!({ "manifest": &m, "manifest_sha256": manifest_digest(&m) });
+    write_manifest_json(dir, &v);
+}
+
+#[test]
+fn dir_round_trip() {
+    let b = bundle();
+    let t = TempDir::new("dir");
+    let dir = t.0.join("nested").join("b");
+    b.write_dir(&dir).unwrap();
+    let r = Bundle::open(&dir).unwrap();
+    assert_eq!(r.manifest(), b.manifest());
+    assert_eq!(r, b);
+    for a in &b.manifest().artifacts {
+        assert_eq!(r.ptx(&a.file), b.ptx(&a.file));
+        assert!(r.ptx(&a.file).is_some());
+    }
+    assert_eq!(r.manifest().created_utc, "2026-11-29T14:03:00Z");
+    assert_eq!(r.manifest().schema_version, SCHEMA_VERSION);
+    assert_eq!(r.manifest().specs.len(), 1);
+    assert_eq!(r.rows().len(), 10);
+    assert_eq!(r.spec(&spec().sketch_tag()), Some(&spec()));
+    assert!(r.spec("nope").is_none());
+    assert!(r.ptx("nope.ptx").is_none());
+    // Writing over an existing bundle directory works.
+    b.write_dir(&dir).unwrap();
+    assert_eq!(Bundle::open(&dir).unwrap(), b);
+}
+
+#[test]
+fn single_file_round_trip() {
+    let b = bundle();
+    let bytes = b.to_single_file_bytes();
+    assert!(bytes.starts_with(b"ENTKVBUNDLE\0"));
+    assert_eq!(Bundle::from_single_file_bytes(&bytes).unwrap(), b);
+    let t = TempDir::new("file");
+    let f = t.0.join("k.entkvb");
+    b.write_file(&f).unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), bytes);
+    assert_eq!(Bundle::open(&f).unwrap(), b);
+    // dir → file → dir gives the same bundle.
+    let d = t.0.join("d");
+    Bundle::open(&f).unwrap().write_dir(&d).unwrap();
+    assert_eq!(Bundle::open(&d).unwrap().to_single_file_bytes(), bytes);
+}
+
+#[test]
+fn floats_round_trip_exactly() {
+    let s = PagedSpec::new(
+        DecodeSpec::new(1.234_567_890_123_456_7, 32, 1, DType::F16).unwrap(),
+        16,
+        true,
+        4,
+    )
+    .unwrap();
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s);
+    let f = KernelFamily::DecodeSparse;
+    let entries = f.default_tile(&s).entries(f, &s).unwrap();
+    w.add_module(&module_name(f, &s), fake_ptx(&entries), entries)
+        .unwrap();
+    w.add_row(default_row(f, &s));
+    for (i, x) in [0.1 + 0.2, 1e-300, 123_456.789_012_345_67, f64::MIN_POSITIVE]
+        .into_iter()
+        .enumerate()
+    {
+        w.add_row(tuned_row(f, &s, 1 << (2 * i), 1 << (2 * i + 1), x));
+    }
+    let b = w.finish().unwrap();
+    let t = TempDir::new("floats");
+    b.write_dir(&t.0).unwrap();
+    assert_eq!(Bundle::open(&t.0).unwrap(), b);
+}
+
+#[test]
+fn tampered_artifact_fails_its_checksum() {
+    let b = bundle();
+    let t = TempDir::new("tamper");
+    b.write_dir(&t.0).unwrap();
+    let a = &b.manifest().artifacts[3];
+    let p = t.0.join(&a.file);
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&p, &bytes).unwrap();
+    match Bundle::open(&t.0).unwrap_err() {
+        BundleError::Checksum {
+            file,
+            expected,
+            actual,
+        } => {
+            assert_eq!(file, a.file);
+            assert_eq!(expected, a.sha256);
+            assert_eq!(actual, sha256_hex(&bytes));
+        }
+        e => panic!("expected Checksum, got {e}"),
+    }
+    // Same in the single-file form: flip a byte of the last artifact.
+    let mut bytes = b.to_single_file_bytes();
+    let n = bytes.len();
+    bytes[n - 10] ^= 1;
+    let e = Bundle::from_single_file_bytes(&bytes).unwrap_err();
+    assert!(matches!(e, BundleError::Checksum { .. }), "{e}");
+    assert!(e.to_string().contains(".ptx"), "{e}");
+}
+
+#[test]
+fn edited_manifest_is_detected() {
+    let t = TempDir::new("edited");
+    bundle().write_dir(&t.0).unwrap();
+    let mut v = read_manifest_json(&t.0);
+    v["manifest"]["table"][0]["block_threads"] = serde_json::json!(128);
+    write_manifest_json(&t.0, &v);
+    let e = Bundle::open(&t.0).unwrap_err();
+    match &e {
+        BundleError::ManifestChanged { recorded, actual } => {
+            assert_eq!(recorded, v["manifest_sha256"].as_str().unwrap());
+            assert_ne!(recorded, actual);
+        }
+        e => panic!("expected ManifestChanged, got {e}"),
+    }
+    assert!(e.to_string().contains("digest mismatch"), "{e}");
+
+    // Compact rewriting of an unchanged manifest keeps the digest valid.
+    let t2 = TempDir::new("compact");
+    bundle().write_dir(&t2.0).unwrap();
+    let v = read_manifest_json(&t2.0);
+    std::fs::write(t2.0.join(MANIFEST_FILE), serde_json::to_vec(&v).unwrap()).unwrap();
+    Bundle::open(&t2.0).unwrap();
+}
+
+#[test]
+fn other_schema_versions_are_refused() {
+    for update_digest in [false, true] {
+        let t = TempDir::new("schema");
+        bundle().write_dir(&t.0).unwrap();
+        if update_digest {
+            edit_manifest(&t.0, |m| m.schema_version = 2);
+        } else {
+            let mut v = read_manifest_json(&t.0);
+            v["manifest"]["schema_version"] = serde_json::json!(2);
+            write_manifest_json(&t.0, &v);
+        }
+        let e = Bundle::open(&t.0).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BundleError::Schema {
+                    found: 2,
+                    supported: 1
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("schema version 2"), "{e}");
+    }
+    // A future schema that changed everything else, and has no digest, is still `Schema`.
+    let t = TempDir::new("future");
+    std::fs::write(
+        t.0.join(MANIFEST_FILE),
+        r#"{"manifest": {"schema_version": 7, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        Bundle::open(&t.0).unwrap_err(),
+        BundleError::Schema {
+            found: 7,
+            supported: 1
+        }
+    ));
+}
+
+#[test]
+fn missing_artifact_and_missing_manifest() {
+    let b = bundle();
+    let t = TempDir::new("missing");
+    b.write_dir(&t.0).unwrap();
+    let a = &b.manifest().artifacts[5];
+    std::fs::remove_file(t.0.join(&a.file)).unwrap();
+    match Bundle::open(&t.0).unwrap_err() {
+        BundleError::MissingArtifact { file } => assert_eq!(file, a.file),
+        e => panic!("expected MissingArtifact, got {e}"),
+    }
+    std::fs::remove_file(t.0.join(MANIFEST_FILE)).unwrap();
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(matches!(e, BundleError::NotABundle { .. }), "{e}");
+    assert!(e.to_string().contains("manifest.json"), "{e}");
+    let e = Bundle::open(&t.0.join("does-not-exist")).unwrap_err();
+    assert!(matches!(e, BundleError::Io { .. }), "{e}");
+    assert!(e.to_string().contains("does-not-exist"), "{e}");
+}
+
+#[test]
+fn bad_manifest_json_is_not_a_bundle() {
+    let t = TempDir::new("badjson");
+    for (text, want) in [
+        ("{ nope", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ("{\"manifest_sha256\": \"00\"}", "no `manifest` object"),
+        (
+            "{\"manifest\": {}, \"manifest_sha256\": \"00\"}",
+            "no schema_version",
+        ),
+        ("{\"manifest\": {\"schema_version\": 1}}", "manifest_sha256"),
+    ] {
+        std::fs::write(t.0.join(MANIFEST_FILE), text).unwrap();
+        let e = Bundle::open(&t.0).unwrap_err();
+        assert!(matches!(e, BundleError::NotABundle { .. }), "{text}: {e}");
+        assert!(e.to_string().contains(want), "{text}: {e}");
+    }
+    // Right schema, wrong fields: Corrupt, naming the field.
+    std::fs::write(
+        t.0.join(MANIFEST_FILE),
+        "{\"manifest\": {\"schema_version\": 1}, \"manifest_sha256\": \"00\"}",
+    )
+    .unwrap();
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
+    assert!(e.to_string().contains("entkv_version"), "{e}");
+}
+
+#[test]
+fn truncated_or_garbage_single_files_are_refused_without_panics() {
+    let bytes = bundle().to_single_file_bytes();
+    for n in 0..bytes.len() {
+        match Bundle::from_single_file_bytes(&bytes[..n]) {
+            Err(BundleError::NotABundle { .. } | BundleError::Corrupt(_)) => {}
+            other => panic!("prefix of {n} bytes: {other:?}"),
+        }
+    }
+    let mut long = bytes.clone();
+    long.push(0);
+    let e = Bundle::from_single_file_bytes(&long).unwrap_err();
+    assert!(e.to_string().contains("1 trailing bytes"), "{e}");
+    let e = Bundle::from_single_file_bytes(b"PK\x03\x04 hello").unwrap_err();
+    assert!(matches!(e, BundleError::NotABundle { .. }), "{e}");
+
+    // Huge lengths and counts are refused before any allocation.
+    let mut huge = bytes[..16].to_vec();
+    huge.extend_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(
+        Bundle::from_single_file_bytes(&huge).unwrap_err(),
+        BundleError::Corrupt(_)
+    ));
+    let mlen = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+    let count_at = 24 + mlen;
+    let mut many = bytes.clone();
+    many[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let e = Bundle::from_single_file_bytes(&many).unwrap_err();
+    assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
+    let mut long_name = bytes.clone();
+    long_name[count_at + 4..count_at + 12].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+    let e = Bundle::from_single_file_bytes(&long_name).unwrap_err();
+    assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
+
+    // Another container version.
+    let mut v2 = bytes.clone();
+    v2[12] = 2;
+    let e = Bundle::from_single_file_bytes(&v2).unwrap_err();
+    assert!(e.to_string().contains("container version 2"), "{e}");
+
+    // Every single-byte corruption is an error (mostly Checksum/ManifestChanged/NotABundle),
+    // never a panic or a different bundle.
+    for i in (0..bytes.len()).step_by(7) {
+        let mut c = bytes.clone();
+        c[i] = c[i].wrapping_add(0x41);
+        assert!(Bundle::from_single_file_bytes(&c).is_err(), "byte {i}");
+    }
+
+    let t = TempDir::new("truncfile");
+    let f = t.0.join("t.entkvb");
+    std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(Bundle::open(&f).is_err());
+}
+
+#[test]
+fn resolve_tiers() {
+    let b = bundle();
+    let s = spec();
+    let dd = KernelFamily::DecodeDense;
+    let r = |tokens| b.resolve(dd, &s, tokens).unwrap();
+    let bucket = |tokens| r(tokens).row.bucket;
+    let tok = |lo, hi| Bucket::Tokens { lo, hi };
+
+    assert_eq!(r(1024).tier, Tier::Exact);
+    assert_eq!(bucket(1024), tok(1024, 4096));
+    assert_eq!(bucket(4095), tok(1024, 4096));
+    assert_eq!(r(100_000).tier, Tier::Exact);
+    assert_eq!(bucket(100_000), tok(65_536, 1 << 20));
+
+    // Below, between and above the buckets: the nearest in log2 tokens.
+    for (tokens, want) in [
+        (0, tok(1024, 4096)),
+        (1, tok(1024, 4096)),
+        (4096, tok(1024, 4096)),
+        (10_000, tok(1024, 4096)),      // log2 distances 1.29 vs 2.71
+        (40_000, tok(65_536, 1 << 20)), // 3.29 vs 0.71
+        (1 << 30, tok(65_536, 1 << 20)),
+    ] {
+        let got = r(tokens);
+        assert_eq!(got.tier, Tier::NearestBucket, "{tokens}");
+        assert_eq!(got.row.bucket, want, "{tokens}");
+    }
+    // Equidistant: 64 is 1 (log2) above [16, 33) (largest length 32) and 1 below [128, 256);
+    // the smaller lo wins, whichever row comes first.
+    for flip in [false, true] {
+        let mut w = writer_with(&[]);
+        let mut rows = vec![
+            tuned_row(KernelFamily::PageMeta, &s, 16, 33, 1.0),
+            tuned_row(KernelFamily::PageMeta, &s, 128, 256, 1.0),
+        ];
+        if flip {
+            rows.reverse();
+        }
+        rows.into_iter().for_each(|r| w.add_row(r));
+        let b2 = w.finish().unwrap();
+        let got = b2.resolve(KernelFamily::PageMeta, &s, 64).unwrap();
+        assert_eq!(got.tier, Tier::NearestBucket);
+        assert_eq!(got.row.bucket, tok(16, 33));
+        assert_eq!(
+            b2.resolve(KernelFamily::PageMeta, &s, 65).unwrap().row.bucket,
+            tok(128, 256)
+        );
+    }
+
+    // Families without tuned rows use their default row.
+    let got = b.resolve(KernelFamily::SelectTopk, &s, 100_000).unwrap();
+    assert_eq!(got.tier, Tier::Default);
+    assert_eq!(got.row.source, RowSource::Default);
+    assert_eq!(got.row.bucket, Bucket::Any);
+    assert_eq!(got.row.module, module_name(KernelFamily::SelectTopk, &s));
+
+    // A spec that is not in the bundle, and a family without rows.
+    match b.resolve(dd, &spec_g(4), 100).unwrap_err() {
+        BundleError::NoKernel { family, spec } => {
+            assert_eq!(family, dd);
+            assert_eq!(spec, spec_g(4).sketch_tag());
+        }
+        e => panic!("expected NoKernel, got {e}"),
+    }
+    let partial = writer_with(&[KernelFamily::PageScoreMoments]).finish().unwrap();
+    let e = partial
+        .resolve(KernelFamily::PageScoreMoments, &s, 100)
+        .unwrap_err();
+    assert!(matches!(e, BundleError::NoKernel { .. }), "{e}");
+    assert!(e.to_string().contains("page_score_moments"), "{e}");
+}
+
+#[test]
+fn writer_rejects_bad_file_names() {
+    let mut w = writer_with(&[]);
+    for bad in [
+        "",
+        ".ptx",
+        ".hidden.ptx",
+        "a.txt",
+        "a.ptx.gz",
+        "../a.ptx",
+        "a/b.ptx",
+        "a\\b.ptx",
+        "/abs.ptx",
+        "sp ace.ptx",
+        "ü.ptx",
+        "a:b.ptx",
+    ] {
+        let e = w.add_module(bad, String::new(), vec![]).unwrap_err();
+        assert!(matches!(e, BundleError::Corrupt(_)), "{bad:?}: {e}");
+    }
+    let dup = module_name(KernelFamily::PageMeta, &spec());
+    let e = w.add_module(&dup, String::new(), vec![]).unwrap_err();
+    assert!(e.to_string().contains("twice"), "{e}");
+    w.add_module("extra-1.0_x.ptx", String::new(), vec![]).unwrap();
+    w.finish().unwrap();
+}
+
+#[test]
+fn inconsistent_tables_are_corrupt() {
+    let s = spec();
+    let dd = KernelFamily::DecodeDense;
+    let corrupt = |w: BundleWriter, want: &str| match w.finish() {
+        Err(BundleError::Corrupt(m)) => assert!(m.contains(want), "{m} (wanted {want:?})"),
+        other => panic!("wanted Corrupt({want:?}), got {other:?}"),
+    };
+
+    let mut w = writer_with(&[]);
+    w.add_row(default_row(dd, &s));
+    corrupt(w, "2 default rows");
+
+    let mut w = writer_with(&[]);
+    w.add_row(tuned_row(dd, &s, 2048, 8192, 1.0));
+    corrupt(w, "overlapping buckets [1024, 4096) and [2048, 8192)");
+
+    let mut w = writer_with(&[]);
+    w.add_row(tuned_row(dd, &s, 8192, 8192, 1.0));
+    corrupt(w, "empty bucket");
+
+    let mut w = writer_with(&[]);
+    w.add_row(tuned_row(dd, &s, 8192, 9000, f64::NAN));
+    corrupt(w, "median_us NaN");
+
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        source: RowSource::Tuned { median_us: 1.0 },
+        ..default_row(KernelFamily::PageMeta, &s)
+    });
+    corrupt(w, "tuned row must have a tokens bucket");
+
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        bucket: Bucket::Tokens { lo: 1, hi: 2 },
+        ..default_row(KernelFamily::PageMeta, &s)
+    });
+    corrupt(w, "default row must have bucket `any`");
+
+    let mut w = writer_with(&[KernelFamily::SelectTopk]);
+    w.add_row(default_row(KernelFamily::SelectTopk, &s));
+    corrupt(w, "module `select_topk__");
+
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        spec: spec_g(2).sketch_tag(),
+        ..tuned_row(dd, &s, 1 << 22, 1 << 23, 1.0)
+    });
+    corrupt(w, "is not among the manifest's specs");
+
+    let mut w = writer_with(&[]);
+    let mut row = tuned_row(dd, &s, 1 << 22, 1 << 23, 1.0);
+    row.entries.reverse();
+    w.add_row(row);
+    corrupt(w, "are not the entries of tile");
+
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        tile: KernelFamily::PageMeta.default_tile(&s),
+        ..tuned_row(dd, &s, 1 << 22, 1 << 23, 1.0)
+    });
+    corrupt(w, "does not fit");
+
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        block_threads: 0,
+        ..tuned_row(dd, &s, 1 << 22, 1 << 23, 1.0)
+    });
+    corrupt(w, "block_threads is 0");
+
+    // The module lists the entries but its PTX does not define them.
+    let mut w = writer_with(&[KernelFamily::DecodeSparse]);
+    let f = KernelFamily::DecodeSparse;
+    let entries = f.default_tile(&s).entries(f, &s).unwrap();
+    w.add_module(&module_name(f, &s), fake_ptx(&entries[..1]), entries)
+        .unwrap();
+    w.add_row(default_row(f, &s));
+    corrupt(w, "has no `.entry");
+
+    // The PTX defines the entries but the artifact does not list them.
+    let mut w = writer_with(&[KernelFamily::DecodeSparse]);
+    let entries = f.default_tile(&s).entries(f, &s).unwrap();
+    w.add_module(&module_name(f, &s), fake_ptx(&entries), entries[1..].to_vec())
+        .unwrap();
+    w.add_row(default_row(f, &s));
+    corrupt(w, "is not in module");
+
+    let mut bad_alpha = s;
+    bad_alpha.decode.alpha = entkv_abi::Alpha::Other(1.5);
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(bad_alpha);
+    corrupt(w, "canonical");
+
+    let mut w = BundleWriter::new(BundleMeta {
+        target_sm: 0,
+        ..meta()
+    });
+    w.add_spec(s);
+    corrupt(w, "target_sm");
+}
+
+#[test]
+fn corrupt_table_in_a_file_is_found_on_open() {
+    // A consistent digest over an inconsistent table: open() runs the table checks too.
+    let t = TempDir::new("table");
+    bundle().write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| {
+        m.table[0].entries.pop();
+    });
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
+    assert!(e.to_string().contains("table row 0 (page_meta"), "{e}");
+
+    // An artifact name with a path in it is refused before anything is read.
+    let t = TempDir::new("traversal");
+    bundle().write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| m.artifacts[0].file = "../../etc/passwd.ptx".into());
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(e.to_string().contains("not a plain file name"), "{e}");
+}
+
+#[test]
+fn entry_check_is_not_fooled_by_prefixes() {
+    let ptx = ".visible .entry foo_bar(\n.entry  baz\t(\n";
+    assert!(ptx_declares_entry(ptx, "foo_bar"));
+    assert!(ptx_declares_entry(ptx, "baz"));
+    assert!(!ptx_declares_entry(ptx, "foo"));
+    assert!(!ptx_declares_entry(ptx, "ba"));
+    assert!(!ptx_declares_entry("// foo_bar(", "foo_bar"));
+    assert!(!ptx_declares_entry(".entryfoo(", "foo"));
+}
+
+#[test]
+fn rfc3339() {
+    assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+    assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+    assert_eq!(rfc3339_utc(1_795_960_980), "2026-11-29T14:03:00Z");
+    assert_eq!(rfc3339_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    assert_eq!(rfc3339_utc(253_402_300_799), "9999-12-31T23:59:59Z");
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let e = BundleError::Checksum {
+        file: "a.ptx".into(),
+        expected: "aa".into(),
+        actual: "bb".into(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "artifact `a.ptx` fails its checksum: manifest records sha256 aa, the file hashes to bb"
+    );
+    let e = BundleError::MissingArtifact { file: "a.ptx".into() };
+    assert!(e.to_string().contains("`a.ptx`"));
+    let e = BundleError::Schema {
+        found: 3,
+        supported: 1,
+    };
+    assert!(e.to_string().contains("3") && e.to_string().contains("version 1"));
+}

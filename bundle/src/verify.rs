@@ -1,0 +1,336 @@
+//! Verification, in the order `docs/bundle.md` gives: manifest JSON → schema version →
+//! manifest fields → digest → artifacts present → checksums → consistency of the table.
+
+use crate::{
+    manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
+    RowSource, TableRow, MANIFEST_FILE, SCHEMA_VERSION,
+};
+use entkv_abi::{check_group, check_head_dim, check_page_size, Alpha, PagedSpec, SUPPORTED_SKETCH_BITS};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Open the directory form.
+pub(crate) fn open_dir(dir: &Path) -> Result<Bundle, BundleError> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = match std::fs::read(&manifest_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(BundleError::NotABundle {
+                path: dir.to_path_buf(),
+                reason: format!("the directory has no {MANIFEST_FILE}"),
+            })
+        }
+        Err(source) => {
+            return Err(BundleError::Io {
+                path: manifest_path,
+                source,
+            })
+        }
+    };
+    let manifest = parse_manifest(dir, &bytes)?;
+    check_artifact_names(&manifest)?;
+    let mut files = BTreeMap::new();
+    for a in &manifest.artifacts {
+        let p = dir.join(&a.file);
+        match std::fs::read(&p) {
+            Ok(b) => {
+                files.insert(a.file.clone(), b);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(BundleError::MissingArtifact { file: a.file.clone() })
+            }
+            Err(source) => return Err(BundleError::Io { path: p, source }),
+        }
+    }
+    finish_open(manifest, files)
+}
+
+/// Steps 1–4: the bytes of `manifest.json` → a manifest whose digest matches. `path` names the
+/// bundle in errors.
+pub(crate) fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, BundleError> {
+    let not_a_bundle = |reason: String| BundleError::NotABundle {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| not_a_bundle(format!("{MANIFEST_FILE} is not JSON: {e}")))?;
+    let Some(obj) = value.as_object() else {
+        return Err(not_a_bundle(format!("{MANIFEST_FILE} is not a JSON object")));
+    };
+    let Some(manifest) = obj.get("manifest").filter(|m| m.is_object()) else {
+        return Err(not_a_bundle(format!("{MANIFEST_FILE} has no `manifest` object")));
+    };
+    // The schema version first, on the raw JSON, so a future schema is reported as such rather
+    // than as whatever field it changed.
+    let found = match manifest.get("schema_version") {
+        Some(v) => v.as_u64().ok_or_else(|| {
+            not_a_bundle(format!(
+                "manifest.schema_version is {v}, not a non-negative integer"
+            ))
+        })?,
+        None => return Err(not_a_bundle("the manifest has no schema_version".into())),
+    };
+    if found != u64::from(SCHEMA_VERSION) {
+        return Err(BundleError::Schema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let Some(recorded) = obj.get("manifest_sha256").and_then(|d| d.as_str()) else {
+        return Err(not_a_bundle(format!(
+            "{MANIFEST_FILE} has no `manifest_sha256` string"
+        )));
+    };
+    if let Some(key) = obj.keys().find(|k| *k != "manifest" && *k != "manifest_sha256") {
+        return Err(BundleError::Corrupt(format!(
+            "{MANIFEST_FILE} has an unknown top-level key `{key}`"
+        )));
+    }
+    let recorded = recorded.to_string();
+    let manifest: Manifest = serde_json::from_value(value["manifest"].clone()).map_err(|e| {
+        BundleError::Corrupt(format!(
+            "the manifest does not match schema {SCHEMA_VERSION}: {e}"
+        ))
+    })?;
+    let actual = manifest_digest(&manifest);
+    if actual != recorded {
+        return Err(BundleError::ManifestChanged { recorded, actual });
+    }
+    Ok(manifest)
+}
+
+/// Artifact names are plain `.ptx` file names and unique (before any file is read).
+pub(crate) fn check_artifact_names(manifest: &Manifest) -> Result<(), BundleError> {
+    let mut seen = BTreeSet::new();
+    for a in &manifest.artifacts {
+        if !valid_artifact_name(&a.file) {
+            return Err(BundleError::Corrupt(format!(
+                "artifact name `{}` is not a plain file name `[A-Za-z0-9_.-]+.ptx`",
+                a.file
+            )));
+        }
+        if !seen.insert(a.file.as_str()) {
+            return Err(BundleError::Corrupt(format!(
+                "artifact `{}` is listed twice",
+                a.file
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Steps 6–7 given every artifact's bytes (step 5, presence, is the caller's): checksums, then
+/// the consistency checks.
+pub(crate) fn finish_open(
+    manifest: Manifest,
+    mut files: BTreeMap<String, Vec<u8>>,
+) -> Result<Bundle, BundleError> {
+    for a in &manifest.artifacts {
+        let bytes = files
+            .get(&a.file)
+            .ok_or_else(|| BundleError::MissingArtifact { file: a.file.clone() })?;
+        let actual = sha256_hex(bytes);
+        if actual != a.sha256 {
+            return Err(BundleError::Checksum {
+                file: a.file.clone(),
+                expected: a.sha256.clone(),
+                actual,
+            });
+        }
+        if bytes.len() as u64 != a.bytes {
+            return Err(BundleError::Corrupt(format!(
+                "artifact `{}`: the manifest records {} bytes, the file (whose sha256 matches) has {}",
+                a.file,
+                a.bytes,
+                bytes.len()
+            )));
+        }
+    }
+    let mut ptx = BTreeMap::new();
+    for a in &manifest.artifacts {
+        let bytes = files.remove(&a.file).expect("checked above");
+        let text = String::from_utf8(bytes)
+            .map_err(|e| BundleError::Corrupt(format!("artifact `{}` is not UTF-8 text: {e}", a.file)))?;
+        ptx.insert(a.file.clone(), text);
+    }
+    check_consistency(&manifest, &ptx)?;
+    Ok(Bundle { manifest, ptx })
+}
+
+/// Everything after the checksums: header fields, specs, artifacts' entries, the table.
+pub(crate) fn check_consistency(
+    manifest: &Manifest,
+    ptx: &BTreeMap<String, String>,
+) -> Result<(), BundleError> {
+    let corrupt = |s: String| Err(BundleError::Corrupt(s));
+    if manifest.schema_version != SCHEMA_VERSION {
+        return Err(BundleError::Schema {
+            found: manifest.schema_version.into(),
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if manifest.target_sm == 0 {
+        return corrupt("target_sm is 0".into());
+    }
+    if manifest.ptx_version.is_empty() {
+        return corrupt("ptx_version is empty".into());
+    }
+    let utc = rfc3339_utc(manifest.created_unix_s);
+    if manifest.created_utc != utc {
+        return corrupt(format!(
+            "created_utc `{}` is not created_unix_s {} (= {utc})",
+            manifest.created_utc, manifest.created_unix_s
+        ));
+    }
+
+    let mut specs = BTreeMap::new();
+    for s in &manifest.specs {
+        check_spec(s).or_else(|e| corrupt(format!("spec `{}`: {e}", s.sketch_tag())))?;
+        if specs.insert(s.sketch_tag(), s).is_some() {
+            return corrupt(format!("spec `{}` is listed twice", s.sketch_tag()));
+        }
+    }
+
+    check_artifact_names(manifest)?;
+    let mut artifacts = BTreeMap::new();
+    for a in &manifest.artifacts {
+        let text = ptx
+            .get(&a.file)
+            .ok_or_else(|| BundleError::MissingArtifact { file: a.file.clone() })?;
+        let mut entries = BTreeSet::new();
+        for e in &a.entries {
+            if !entries.insert(e.as_str()) {
+                return corrupt(format!("artifact `{}` lists entry `{e}` twice", a.file));
+            }
+            if !ptx_declares_entry(text, e) {
+                return corrupt(format!(
+                    "artifact `{}` lists entry `{e}` but its PTX has no `.entry {e}`",
+                    a.file
+                ));
+            }
+        }
+        artifacts.insert(a.file.as_str(), entries);
+    }
+    if let Some(extra) = ptx.keys().find(|f| !artifacts.contains_key(f.as_str())) {
+        return corrupt(format!(
+            "PTX `{extra}` is not listed among the manifest's artifacts"
+        ));
+    }
+
+    // (family, spec) → (default rows, tuned buckets).
+    type Group = (usize, Vec<(u64, u64)>);
+    let mut groups: BTreeMap<(entkv_abi::KernelFamily, &str), Group> = BTreeMap::new();
+    for (i, row) in manifest.table.iter().enumerate() {
+        let at = || {
+            format!(
+                "table row {i} ({} at `{}`, bucket {})",
+                row.family, row.spec, row.bucket
+            )
+        };
+        check_row(row, &specs, &artifacts).or_else(|e| corrupt(format!("{}: {e}", at())))?;
+        let g = groups.entry((row.family, row.spec.as_str())).or_default();
+        match (row.source, row.bucket) {
+            (RowSource::Default, Bucket::Any) => g.0 += 1,
+            (RowSource::Tuned { .. }, Bucket::Tokens { lo, hi }) => g.1.push((lo, hi)),
+            (RowSource::Default, Bucket::Tokens { .. }) => {
+                return corrupt(format!("{}: a default row must have bucket `any`", at()))
+            }
+            (RowSource::Tuned { .. }, Bucket::Any) => {
+                return corrupt(format!("{}: a tuned row must have a tokens bucket", at()))
+            }
+        }
+    }
+    for ((family, spec), (defaults, mut buckets)) in groups {
+        if defaults != 1 {
+            return corrupt(format!(
+                "{family} at `{spec}` has {defaults} default rows (exactly one with bucket `any` is required)"
+            ));
+        }
+        buckets.sort_unstable();
+        for w in buckets.windows(2) {
+            if w[0].1 > w[1].0 {
+                return corrupt(format!(
+                    "{family} at `{spec}` has tuned rows with overlapping buckets [{}, {}) and [{}, {})",
+                    w[0].0, w[0].1, w[1].0, w[1].1
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_spec(s: &PagedSpec) -> Result<(), String> {
+    let a = s.decode.alpha;
+    match Alpha::new(a.value()) {
+        Ok(canonical) if canonical == a => {}
+        Ok(canonical) => return Err(format!("alpha {a:?} is not in canonical form {canonical:?}")),
+        Err(e) => return Err(e.to_string()),
+    }
+    check_head_dim(s.decode.head_dim).map_err(|e| e.to_string())?;
+    check_group(s.decode.group).map_err(|e| e.to_string())?;
+    check_page_size(s.page_size).map_err(|e| e.to_string())?;
+    if !SUPPORTED_SKETCH_BITS.contains(&s.sketch_bits) {
+        return Err(format!(
+            "unsupported sketch width {} bits (supported: {SUPPORTED_SKETCH_BITS:?})",
+            s.sketch_bits
+        ));
+    }
+    Ok(())
+}
+
+fn check_row(
+    row: &TableRow,
+    specs: &BTreeMap<String, &PagedSpec>,
+    artifacts: &BTreeMap<&str, BTreeSet<&str>>,
+) -> Result<(), String> {
+    let spec = specs
+        .get(&row.spec)
+        .ok_or_else(|| format!("spec `{}` is not among the manifest's specs", row.spec))?;
+    let module = artifacts
+        .get(row.module.as_str())
+        .ok_or_else(|| format!("module `{}` is not among the manifest's artifacts", row.module))?;
+    let expected = row
+        .tile
+        .entries(row.family, spec)
+        .map_err(|e| format!("tile {} does not fit: {e}", row.tile.tag()))?;
+    if row.entries != expected {
+        return Err(format!(
+            "entries {:?} are not the entries of tile {}, {expected:?}",
+            row.entries,
+            row.tile.tag()
+        ));
+    }
+    if let Some(e) = row.entries.iter().find(|e| !module.contains(e.as_str())) {
+        return Err(format!("entry `{e}` is not in module `{}`", row.module));
+    }
+    if row.block_threads == 0 {
+        return Err("block_threads is 0".into());
+    }
+    if let Bucket::Tokens { lo, hi } = row.bucket {
+        if lo >= hi {
+            return Err(format!("empty bucket: lo {lo} ≥ hi {hi}"));
+        }
+    }
+    if let RowSource::Tuned { median_us } = row.source {
+        if !median_us.is_finite() || median_us < 0.0 {
+            return Err(format!("median_us {median_us} is not a finite time ≥ 0"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `ptx` has `.entry <name>` followed by something that cannot continue an identifier
+/// (a cheap textual check, not a PTX parser).
+pub(crate) fn ptx_declares_entry(ptx: &str, name: &str) -> bool {
+    ptx.match_indices(".entry").any(|(i, m)| {
+        let rest = &ptx[i + m.len()..];
+        let trimmed = rest.trim_start_matches([' ', '\t']);
+        trimmed.len() < rest.len()
+            && trimmed.strip_prefix(name).is_some_and(|after| {
+                !after
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+            })
+    })
+}
