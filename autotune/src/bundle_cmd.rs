@@ -4,8 +4,8 @@
 use crate::spec_args::SpecArgs;
 use anyhow::{ensure, Context, Result};
 use clap::Subcommand;
-use entkv_abi::{KernelFamily, PagedSpec};
-use entkv_bundle::{Bucket, Bundle, BundleMeta, BundleWriter, RowSource, TableRow};
+use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_bundle::{Bucket, Bundle, BundleMeta, BundleWriter, RowSource, TableRow, TunedOn};
 use entkv_codegen::{compile_module, llvm_version, Target};
 use std::path::{Path, PathBuf};
 
@@ -146,7 +146,7 @@ fn open(path: &Path) -> Result<Bundle> {
 }
 
 /// `SOURCE_DATE_EPOCH` when set (reproducible bundles), else the current time.
-fn created_now() -> Result<u64> {
+pub fn created_now() -> Result<u64> {
     if let Ok(s) = std::env::var("SOURCE_DATE_EPOCH") {
         return s
             .trim()
@@ -159,65 +159,147 @@ fn created_now() -> Result<u64> {
         .as_secs())
 }
 
+/// One table row to build: a context bucket, its tile, and whether it is the family's default
+/// or a tuned winner.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowPlan {
+    pub bucket: Bucket,
+    pub tile: TileConfig,
+    pub source: RowSource,
+}
+
+/// The rows of one family at one spec. Its module, `<family>__<spec sketch_tag>.ptx`, holds the
+/// entries of every distinct tile of the rows (entry names embed the tile tag, so they never
+/// collide).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FamilyPlan {
+    pub family: KernelFamily,
+    pub rows: Vec<RowPlan>,
+}
+
+/// What to build for one specialization.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecPlan {
+    pub spec: PagedSpec,
+    pub families: Vec<FamilyPlan>,
+}
+
+impl SpecPlan {
+    /// Every [`KernelFamily`] with one [`RowSource::Default`] row of its default tile, bucket
+    /// [`Bucket::Any`].
+    pub fn defaults(spec: &PagedSpec) -> SpecPlan {
+        SpecPlan {
+            spec: *spec,
+            families: KernelFamily::ALL
+                .into_iter()
+                .map(|family| FamilyPlan {
+                    family,
+                    rows: vec![RowPlan {
+                        bucket: Bucket::Any,
+                        tile: family.default_tile(spec),
+                        source: RowSource::Default,
+                    }],
+                })
+                .collect(),
+        }
+    }
+}
+
 /// The untuned bundle of `specs`: for every spec and every [`KernelFamily`], the family's
 /// default tile compiled into `<family>__<spec sketch_tag>.ptx` and one [`RowSource::Default`]
 /// row with bucket [`Bucket::Any`]. Specs repeated (same `sketch_tag`) are built once.
 pub fn create_default_bundle(specs: &[PagedSpec], created_unix_s: u64) -> Result<Bundle> {
-    ensure!(!specs.is_empty(), "no specialization to bundle");
+    let plans: Vec<SpecPlan> = specs.iter().map(SpecPlan::defaults).collect();
+    build_bundle(&plans, None, created_unix_s)
+}
+
+/// Compile and write the bundle of `plans` (the shared path of `entkv bundle create` and the
+/// autotuner): per spec and family, one module with the PTX of every distinct tile of its rows,
+/// then the rows, checked by [`BundleWriter::finish`]. Specs repeated (same `sketch_tag`) are
+/// built once, from their first plan.
+pub fn build_bundle(plans: &[SpecPlan], tuned_on: Option<TunedOn>, created_unix_s: u64) -> Result<Bundle> {
+    ensure!(!plans.is_empty(), "no specialization to bundle");
     let target = Target::default();
     let mut w = BundleWriter::new(BundleMeta {
         entkv_version: env!("CARGO_PKG_VERSION").to_string(),
         llvm_version: llvm_version(),
         target_sm: target.sm,
         ptx_version: format!("{}.{}", target.ptx_version / 10, target.ptx_version % 10),
-        tuned_on: None,
+        tuned_on,
         created_unix_s,
     });
     let mut done = Vec::new();
-    for spec in specs {
+    for plan in plans {
+        let spec = &plan.spec;
         let tag = spec.sketch_tag();
         if done.contains(&tag) {
             continue;
         }
         w.add_spec(*spec);
-        for family in KernelFamily::ALL {
-            let tile = family.default_tile(spec);
-            let entries = tile
-                .entries(family, spec)
-                .with_context(|| format!("default tile of {family} at {tag}"))?;
-            let kernels = entkv_kernels::family_kernels(family, spec, &tile)
-                .with_context(|| format!("generating {family} at {tag} (tile {})", tile.tag()))?;
-            let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
-            ensure!(
-                names == entries,
-                "{family} at {tag}: the generated kernels are {names:?}, but the ABI names the entries {entries:?}"
-            );
-            let stem = format!("{}__{}", family.name(), tag);
-            let refs: Vec<&entkv_dsl::Kernel> = kernels.iter().collect();
-            let compiled =
-                compile_module(&stem, &refs, &target).with_context(|| format!("compiling module {stem}"))?;
-            ensure!(
-                compiled.entries == names,
-                "module {stem}: codegen reports entries {:?}, expected {names:?}",
-                compiled.entries
-            );
-            let module = format!("{stem}.ptx");
-            w.add_module(&module, compiled.ptx, names)?;
-            w.add_row(TableRow {
-                family,
-                spec: tag.clone(),
-                bucket: Bucket::Any,
-                tile,
-                module,
-                entries,
-                // Informational: launch geometry comes from the entkv-abi plans for the tile.
-                block_threads: kernels[0].block_threads,
-                source: RowSource::Default,
-            });
+        for fp in &plan.families {
+            add_family(&mut w, spec, fp, &target)?;
         }
         done.push(tag);
     }
     Ok(w.finish()?)
+}
+
+/// Generate and compile one family's module (every distinct tile of its rows) and add it and
+/// the rows to `w`.
+fn add_family(w: &mut BundleWriter, spec: &PagedSpec, fp: &FamilyPlan, target: &Target) -> Result<()> {
+    let (family, tag) = (fp.family, spec.sketch_tag());
+    let mut tiles: Vec<TileConfig> = Vec::new();
+    for r in &fp.rows {
+        if !tiles.contains(&r.tile) {
+            tiles.push(r.tile);
+        }
+    }
+    let mut kernels = Vec::new();
+    let mut block_threads = Vec::new();
+    for tile in &tiles {
+        let entries = tile
+            .entries(family, spec)
+            .with_context(|| format!("tile {} of {family} at {tag}", tile.tag()))?;
+        let ks = entkv_kernels::family_kernels(family, spec, tile)
+            .with_context(|| format!("generating {family} at {tag} (tile {})", tile.tag()))?;
+        let names: Vec<String> = ks.iter().map(|k| k.name.clone()).collect();
+        ensure!(
+            names == entries,
+            "{family} at {tag}: the generated kernels are {names:?}, but the ABI names the entries {entries:?}"
+        );
+        block_threads.push(ks[0].block_threads);
+        kernels.extend(ks);
+    }
+    let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+    let stem = format!("{}__{}", family.name(), tag);
+    let refs: Vec<&entkv_dsl::Kernel> = kernels.iter().collect();
+    let compiled =
+        compile_module(&stem, &refs, target).with_context(|| format!("compiling module {stem}"))?;
+    ensure!(
+        compiled.entries == names,
+        "module {stem}: codegen reports entries {:?}, expected {names:?}",
+        compiled.entries
+    );
+    let module = format!("{stem}.ptx");
+    w.add_module(&module, compiled.ptx, names)?;
+    for r in &fp.rows {
+        let i = tiles
+            .iter()
+            .position(|t| *t == r.tile)
+            .expect("every row's tile was collected");
+        w.add_row(TableRow {
+            family,
+            spec: tag.clone(),
+            bucket: r.bucket,
+            tile: r.tile,
+            module: module.clone(),
+            entries: r.tile.entries(family, spec)?,
+            // Informational: launch geometry comes from the entkv-abi plans for the tile.
+            block_threads: block_threads[i],
+            source: r.source,
+        });
+    }
+    Ok(())
 }
 
 /// One line: specs, artifacts, rows, target, provenance.

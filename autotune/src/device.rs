@@ -408,6 +408,14 @@ impl DeviceProgram {
         self.launch_calls(cache, &p.calls, stream)
     }
 
+    /// Device address of buffer `name`.
+    pub fn device_ptr(&self, name: &str) -> Result<u64> {
+        match self.buffers.get(name) {
+            Some((b, _, _)) => Ok(b.device_ptr()),
+            None => anyhow::bail!("no device buffer `{name}`"),
+        }
+    }
+
     /// Download one buffer as a host buffer of its element type.
     pub fn get(&self, name: &str) -> Result<entkv_dsl::interp::HostBuffer> {
         let Some((b, elem, len)) = self.buffers.get(name) else {

@@ -459,7 +459,7 @@ fn paper_paged(
         pc.prepare(gpu, &pipeline)?;
         let times = run_and_time(gpu, cache, &pc, &pipeline, opts.warmup, opts.iters)?;
         let got = pc.outputs()?;
-        let c = pc.check_sampled(&got, opts.sampled_heads, false)?;
+        let c = pc.check_sampled(&got, opts.sampled_heads, None)?;
         let support: i64 = got.support.iter().sum();
         let (method, bytes, extra) = match kind {
             DecodeKind::Certified => {
@@ -529,7 +529,7 @@ fn paper_paged(
         let kv_sel = selected_bytes(&pc)?;
         let (passed, detail, bytes) = if method != "softmax-topk" {
             let got = pc.outputs()?;
-            let c = pc.check_sampled(&got, opts.sampled_heads, true)?;
+            let c = pc.check_sampled(&got, opts.sampled_heads, Some(&pc.selection()?))?;
             let support: i64 = got.support.iter().sum();
             let sel: f64 = pc.dev.get("sel_count")?.to_f64_vec().iter().sum();
             let coverage = sel / (pc.shape.max_pages as f64 * 8.0 * 24.0);

@@ -6,10 +6,17 @@
 //! (entkv-runtime) together. Tile-config search lands here too (issue #5).
 
 pub mod bench;
+pub mod bench_cmd;
 pub mod bundle_cmd;
 pub mod device;
+pub mod doctor;
 pub mod emit;
+pub mod engine_bench;
 pub mod gpucheck;
+pub mod interp_engine;
 pub mod paper;
+pub mod quality;
 pub mod record;
 pub mod spec_args;
+pub mod tune;
+pub mod verify_cmd;

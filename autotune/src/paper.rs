@@ -21,6 +21,15 @@ use rand::SeedableRng;
 const SEED_K: u32 = 0x1234_5678;
 const SEED_V: u32 = 0x0bad_cafe;
 
+/// Selected logical pages per (sequence, KV head) as a selector wrote them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// `[batch, kv_heads, max_pages]`.
+    pub pages: Vec<i32>,
+    /// `[batch, kv_heads]`.
+    pub count: Vec<i32>,
+}
+
 /// A paged cache on the device with every sequence `n` tokens long.
 pub struct PaperCache {
     pub spec: PagedSpec,
@@ -169,34 +178,49 @@ impl PaperCache {
         sample
     }
 
-    /// Tokens of head `hd`'s selection, read back from `sel_pages`/`sel_count`.
-    pub fn selected_tokens(&self, hd: usize) -> Result<Vec<usize>> {
+    /// The selection of the last run, read back from `sel_pages`/`sel_count`.
+    pub fn selection(&self) -> Result<Selection> {
+        let ints = |name: &str| -> Result<Vec<i32>> {
+            Ok(self.dev.get(name)?.to_f64_vec().into_iter().map(|v| v as i32).collect())
+        };
+        Ok(Selection {
+            pages: ints("sel_pages")?,
+            count: ints("sel_count")?,
+        })
+    }
+
+    /// Tokens of head `hd`'s selection.
+    pub fn selected_tokens(&self, hd: usize, sel: &Selection) -> Result<Vec<usize>> {
         let q_heads = self.shape.q_heads(&self.spec) as usize;
         let (b, h) = (hd / q_heads, hd % q_heads);
         let kvh = h / self.spec.decode.group as usize;
         let row = b * self.shape.kv_heads as usize + kvh;
-        let count = self.dev.get("sel_count")?.to_f64_vec()[row] as usize;
         let mp = self.shape.max_pages as usize;
-        let pages = self.dev.get("sel_pages")?.to_f64_vec();
+        let count = *sel.count.get(row).ok_or_else(|| anyhow::anyhow!("sel_count has no row {row}"))?;
+        if count < 1 || count as usize > mp {
+            anyhow::bail!("sel_count[{row}] = {count} outside 1..={mp}");
+        }
         let p = self.spec.page_size as usize;
-        Ok(pages[row * mp..row * mp + count]
+        Ok(sel.pages[row * mp..row * mp + count as usize]
             .iter()
             .flat_map(|&j| (j as usize * p..(j as usize + 1) * p).filter(|&t| t < self.n as usize))
             .collect())
     }
 
     /// Compare sampled heads of `got` with the full-cache reference (multithreaded), or with
-    /// entmax over each head's own selection when `selected`.
-    pub fn check_sampled(&self, got: &DenseOutputs, samples: usize, selected: bool) -> Result<DenseCheck> {
+    /// entmax over each head's own selection when one is given.
+    pub fn check_sampled(
+        &self,
+        got: &DenseOutputs,
+        samples: usize,
+        selection: Option<&Selection>,
+    ) -> Result<DenseCheck> {
         let sample = self.sample(samples);
         let toks: Vec<Option<Vec<usize>>> = sample
             .iter()
-            .map(|&hd| {
-                if selected {
-                    self.selected_tokens(hd).map(Some)
-                } else {
-                    Ok(None)
-                }
+            .map(|&hd| match selection {
+                Some(sel) => self.selected_tokens(hd, sel).map(Some),
+                None => Ok(None),
             })
             .collect::<Result<_>>()?;
         let refs: Vec<HeadReference> = std::thread::scope(|s| {
@@ -230,11 +254,12 @@ impl PaperCache {
     /// Max relative L2 error of sampled heads of `out` against softmax attention over each
     /// head's selection (the Quest baseline).
     pub fn check_softmax_sampled(&self, out: &[f64], samples: usize) -> Result<f64> {
+        let sel = self.selection()?;
         let d = self.spec.decode.head_dim as usize;
         let q_heads = self.shape.q_heads(&self.spec) as usize;
         let mut worst = 0.0f64;
         for hd in self.sample(samples) {
-            let toks = self.selected_tokens(hd)?;
+            let toks = self.selected_tokens(hd, &sel)?;
             let (b, h) = (hd / q_heads, hd % q_heads);
             let kvh = h / self.spec.decode.group as usize;
             let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();

@@ -127,22 +127,6 @@ fn gpu_check_without_gpu_says_why() {
     fails_with(&["gpu-check"], "no usable GPU");
 }
 
-#[test]
-fn autotune_validates_then_says_it_is_not_there_yet() {
-    let bin = env!("CARGO_BIN_EXE_autotune");
-    let o = Command::new(bin)
-        .args(["--alpha", "0.5", "--head-dim", "32"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&o.stderr).contains("alpha must be"));
-    let o = Command::new(bin)
-        .args(["--alpha", "1.5", "--head-dim", "32"])
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not implemented yet"));
-}
-
 fn run_ok(args: &[&std::ffi::OsStr]) -> String {
     let o = entkv().args(args).output().unwrap();
     assert!(

@@ -438,7 +438,8 @@ fn manifest_digest(manifest: &Manifest) -> String {
     sha256_hex(&serde_json::to_vec(manifest).expect("a manifest always serializes"))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// Lowercase hex SHA-256 of `bytes` (the digest artifacts are recorded with).
+pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     use std::fmt::Write;
     let digest = sha2::Sha256::digest(bytes);

@@ -112,31 +112,50 @@ pub struct DecodeReference {
     pub heads: Vec<HeadReference>,
 }
 
-/// Entmax attention of one query in float64: `z_j = (α−1)·(q·k_j/√d + bias_j)`,
-/// `o = Σ_j p_j v_j`. `bias` is the ALiBi term in score units (empty for none).
-pub fn attend(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64], alpha: Alpha) -> HeadReference {
-    let d = q.len();
-    let inv_sqrt_d = 1.0 / (d as f64).sqrt();
-    let a1 = alpha.value() - 1.0;
-    let z: Vec<f64> = keys
-        .iter()
+/// Attention scores of one query in score units: `s_j = q·k_j/√d + bias_j` (`bias` is the ALiBi
+/// term, empty for none). Shared by the entmax and softmax references and the quality metrics,
+/// so every consumer scores tokens the same way.
+pub fn scores(q: &[f64], keys: &[&[f64]], bias: &[f64]) -> Vec<f64> {
+    let inv_sqrt_d = 1.0 / (q.len() as f64).sqrt();
+    keys.iter()
         .enumerate()
         .map(|(j, k)| {
-            let s = q.iter().zip(k.iter()).map(|(a, b)| a * b).sum::<f64>() * inv_sqrt_d;
-            a1 * (s + bias.get(j).copied().unwrap_or(0.0))
+            q.iter().zip(k.iter()).map(|(a, b)| a * b).sum::<f64>() * inv_sqrt_d
+                + bias.get(j).copied().unwrap_or(0.0)
         })
-        .collect();
-    let (p, tau) = entmax(&z, alpha);
+        .collect()
+}
+
+/// Softmax probabilities of scores `s` (shifted by the max, so no weight overflows).
+pub fn softmax(s: &[f64]) -> Vec<f64> {
+    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = s.iter().map(|&x| (x - m).exp()).collect();
+    let total: f64 = w.iter().sum();
+    w.iter().map(|wj| wj / total).collect()
+}
+
+/// `Σ_j w_j v_j` over the entries with a nonzero weight (`d` = the values' width, used when
+/// there are none).
+pub fn weighted_sum(w: &[f64], values: &[&[f64]], d: usize) -> Vec<f64> {
     let mut out = vec![0.0; values.first().map_or(d, |v| v.len())];
-    for (pj, v) in p.iter().zip(values) {
-        if *pj > 0.0 {
+    for (wj, v) in w.iter().zip(values) {
+        if *wj != 0.0 {
             for (o, x) in out.iter_mut().zip(v.iter()) {
-                *o += pj * x;
+                *o += wj * x;
             }
         }
     }
+    out
+}
+
+/// Entmax attention of one query in float64: `z_j = (α−1)·(q·k_j/√d + bias_j)`,
+/// `o = Σ_j p_j v_j`. `bias` is the ALiBi term in score units (empty for none).
+pub fn attend(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64], alpha: Alpha) -> HeadReference {
+    let a1 = alpha.value() - 1.0;
+    let z: Vec<f64> = scores(q, keys, bias).into_iter().map(|s| a1 * s).collect();
+    let (p, tau) = entmax(&z, alpha);
     HeadReference {
-        out,
+        out: weighted_sum(&p, values, q.len()),
         tau,
         support: p.iter().filter(|&&x| x > 0.0).count(),
         z,
@@ -146,25 +165,7 @@ pub fn attend(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64], alpha
 /// Softmax attention of one query in float64: `s_j = q·k_j/√d + bias_j`,
 /// `o = Σ_j softmax(s)_j v_j` (the baseline the sparse entmax paths are compared with).
 pub fn attend_softmax(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64]) -> Vec<f64> {
-    let inv_sqrt_d = 1.0 / (q.len() as f64).sqrt();
-    let s: Vec<f64> = keys
-        .iter()
-        .enumerate()
-        .map(|(j, k)| {
-            q.iter().zip(k.iter()).map(|(a, b)| a * b).sum::<f64>() * inv_sqrt_d
-                + bias.get(j).copied().unwrap_or(0.0)
-        })
-        .collect();
-    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let w: Vec<f64> = s.iter().map(|&x| (x - m).exp()).collect();
-    let total: f64 = w.iter().sum();
-    let mut out = vec![0.0; values.first().map_or(q.len(), |v| v.len())];
-    for (wj, v) in w.iter().zip(values) {
-        for (o, x) in out.iter_mut().zip(v.iter()) {
-            *o += wj / total * x;
-        }
-    }
-    out
+    weighted_sum(&softmax(&scores(q, keys, bias)), values, q.len())
 }
 
 /// A dense decode problem in float64: q `[batch, q_heads, d]`, K and V

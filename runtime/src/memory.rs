@@ -150,6 +150,33 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(out)
     }
 
+    /// Copies elements `start..start + len` back to the host (like [`DeviceBuffer::to_host`]),
+    /// e.g. one slot of a large workspace.
+    pub fn range_to_host(&self, start: usize, len: usize) -> Result<Vec<T>> {
+        let end = start.checked_add(len).filter(|&e| e <= self.len);
+        if end.is_none() {
+            return Err(RuntimeError::InvalidArgument {
+                reason: format!(
+                    "range_to_host: elements {start}..{start}+{len} of a buffer of {}",
+                    self.len
+                ),
+            });
+        }
+        let mut out = vec![T::default(); len];
+        if len == 0 {
+            return Ok(out);
+        }
+        let _g = self.gpu.bind()?;
+        let src = self.ptr + (start * std::mem::size_of::<T>()) as u64;
+        // SAFETY: `start..start+len` lies inside the allocation (checked above); `out` has
+        // exactly `len` elements and is not touched until the stream is synchronised.
+        unsafe {
+            result::memcpy_dtoh_async(&mut out, src, self.gpu.stream()).map_err(drv("cuMemcpyDtoHAsync"))?;
+            result::stream::synchronize(self.gpu.stream()).map_err(drv("cuStreamSynchronize"))?;
+        }
+        Ok(out)
+    }
+
     /// Sets every byte to `byte` (`cuMemsetD8Async` on the `Gpu`'s stream, not waited for).
     /// Use it to poison outputs before a run (e.g. `0xFF` makes every f32 a NaN).
     pub fn fill_bytes(&mut self, byte: u8) -> Result<()> {

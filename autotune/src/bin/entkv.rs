@@ -1,11 +1,14 @@
-//! `entkv`: emit kernels, build and check kernel bundles, run the GPU checks.
+//! `entkv`: emit kernels, build, verify and benchmark kernel bundles, run the GPU checks, and
+//! report what the machine has (`doctor`).
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use entkv_abi::{DType, DecodeSpec};
+use entkv_autotune::bench_cmd::BenchArgs;
 use entkv_autotune::bundle_cmd::{self, BundleCmd};
 use entkv_autotune::spec_args::SpecArgs;
-use entkv_autotune::{bench, emit, gpucheck};
+use entkv_autotune::verify_cmd::VerifyArgs;
+use entkv_autotune::{bench, bench_cmd, doctor, emit, gpucheck, verify_cmd};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -34,6 +37,34 @@ enum Cmd {
     Bundle {
         #[command(subcommand)]
         verb: BundleCmd,
+    },
+    /// Check every table row of a bundle against float64 references (GPU, or --interp).
+    ///
+    /// Each row is made its family's default in a view of the bundle and runs in every method
+    /// launching its family, on iid and peaked keys: on the GPU (the bundle's PTX), or in the
+    /// CPU interpreter with --interp (kernels generated from the row's tile). Exits non-zero on
+    /// any failure.
+    Verify(VerifyArgs),
+    /// Time a bundle against its default rows, per step and per kernel family (GPU).
+    ///
+    /// One decode step per method and context length at a BENCH.md workload, the bundle as it
+    /// is (its rows resolved per length) and with its default rows only, interleaved; both
+    /// checked against the float64 reference on sampled heads. Needs an NVIDIA GPU.
+    Bench(BenchArgs),
+    /// Dropped mass δ, support recall ρ and output error R of every selector (entmax and
+    /// softmax top-k over a coverage sweep, Gaussian-aware, certified-exact) against
+    /// full-cache attention, on generated keys or captured .npy arrays (docs/quality.md). On
+    /// the GPU when one is usable, else in the CPU interpreter.
+    Quality(entkv_autotune::quality::QualityArgs),
+    /// Report what this machine has for entkv: LLVM, ptxas, GPU, writable directories.
+    ///
+    /// The entkv and LLVM versions, ptxas, the GPU (or why there is none), and whether the
+    /// autotune cache and out/ are writable (probed with a temporary file). Exits 0 when only
+    /// the GPU is missing.
+    Doctor {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Run every GPU check (correctness against float64 references, then timings at the
     /// `paper` shapes) and print a table. Needs an NVIDIA GPU.
@@ -100,6 +131,22 @@ fn main() -> Result<()> {
             println!("{}", out.join("manifest.json").display());
         }
         Cmd::Bundle { verb } => bundle_cmd::run(verb)?,
+        Cmd::Verify(args) => verify_cmd::run(args)?,
+        Cmd::Quality(args) => {
+            entkv_autotune::quality::run(&args)?;
+        }
+        Cmd::Bench(args) => {
+            let commit = std::env::var("ENTKV_COMMIT").unwrap_or_else(|_| "unknown".into());
+            let report = bench_cmd::run(&args, &commit)?;
+            if let Some(p) = &args.out {
+                bench_cmd::write_json(&report, p)?;
+            }
+            print!("{}", report.table());
+            if !report.passed() {
+                anyhow::bail!("a timed step does not match its float64 reference (see the check column)");
+            }
+        }
+        Cmd::Doctor { json } => doctor::run(json)?,
         Cmd::GpuCheck {
             out,
             large_n,

@@ -73,13 +73,49 @@ impl DeviceMatch {
     }
 }
 
+/// Loaded modules keyed by the sha256 of their PTX, shareable between decoders (one per GPU
+/// context): decoders made from bundles that share artifacts JIT-compile each artifact once.
+#[derive(Clone, Debug, Default)]
+pub struct ModuleCache {
+    modules: Arc<Mutex<HashMap<String, Module>>>,
+}
+
+impl ModuleCache {
+    /// An empty cache.
+    pub fn new() -> ModuleCache {
+        ModuleCache::default()
+    }
+
+    /// The module of `ptx` (whose sha256 is `sha256`), loaded on `gpu` on first use.
+    pub fn get_or_load(&self, gpu: &Gpu, sha256: &str, ptx: &str) -> Result<Module, EngineError> {
+        if let Some(m) = self.modules.lock().unwrap_or_else(|e| e.into_inner()).get(sha256) {
+            return Ok(m.clone());
+        }
+        // JIT outside the lock, so threads load different modules concurrently; a module two
+        // threads raced to load is kept once.
+        let m = gpu.load_module(ptx)?;
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(modules.entry(sha256.to_string()).or_insert(m).clone())
+    }
+
+    /// Modules loaded so far.
+    pub fn len(&self) -> usize {
+        self.modules.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nothing was loaded yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A decoder for one [`Problem`] on one GPU, from one bundle.
 #[derive(Debug)]
 pub struct Decoder {
     gpu: Gpu,
     planner: DecodePlanner,
     device: DeviceMatch,
-    modules: Mutex<HashMap<String, Module>>,
+    modules: ModuleCache,
     functions: Mutex<HashMap<String, Function>>,
 }
 
@@ -87,6 +123,16 @@ impl Decoder {
     /// Check the problem and the device against the bundle (the PTX targets `target_sm`; any
     /// device of that or a newer compute capability JIT-compiles it). Loads nothing yet.
     pub fn new(gpu: &Gpu, bundle: Arc<Bundle>, problem: &Problem) -> Result<Decoder, EngineError> {
+        Decoder::with_module_cache(gpu, bundle, problem, ModuleCache::new())
+    }
+
+    /// As [`Decoder::new`], loading modules through a cache shared with other decoders.
+    pub fn with_module_cache(
+        gpu: &Gpu,
+        bundle: Arc<Bundle>,
+        problem: &Problem,
+        modules: ModuleCache,
+    ) -> Result<Decoder, EngineError> {
         let info = gpu.info();
         let device = DeviceMatch::check(&info.name, info.compute_capability, bundle.manifest())?;
         let planner = DecodePlanner::new(problem, bundle, info.sm_count)?;
@@ -94,7 +140,7 @@ impl Decoder {
             gpu: gpu.clone(),
             planner,
             device,
-            modules: Mutex::new(HashMap::new()),
+            modules,
             functions: Mutex::new(HashMap::new()),
         })
     }
@@ -137,16 +183,17 @@ impl Decoder {
         if let Some(f) = fns.get(entry) {
             return Ok(f.clone());
         }
-        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        if !modules.contains_key(module) {
-            let ptx = self
-                .planner
-                .bundle()
-                .ptx(module)
-                .ok_or_else(|| EngineError::Internal(format!("bundle has no artifact `{module}`")))?;
-            modules.insert(module.to_string(), self.gpu.load_module(ptx)?);
-        }
-        let f = modules[module].function(entry)?;
+        let bundle = self.planner.bundle();
+        let missing = || EngineError::Internal(format!("bundle has no artifact `{module}`"));
+        let ptx = bundle.ptx(module).ok_or_else(missing)?;
+        let sha = &bundle
+            .manifest()
+            .artifacts
+            .iter()
+            .find(|a| a.file == module)
+            .ok_or_else(missing)?
+            .sha256;
+        let f = self.modules.get_or_load(&self.gpu, sha, ptx)?.function(entry)?;
         fns.insert(entry.to_string(), f.clone());
         Ok(f)
     }
@@ -241,6 +288,25 @@ impl Decoder {
         self.planner.check_step(&step.plan, buffers)?;
         // SAFETY: forwarded contract.
         unsafe { self.launch_calls(&step.plan.append_calls, &step.append_functions, stream, buffers) }
+    }
+
+    /// Launch `calls` — a subset of `plan`'s, or [`DecodePlanner::plan_build_metadata`]'s —
+    /// after the same checks as [`Decoder::run`]. For tools that time one stage of a step
+    /// (the autotuner, benchmarks); it looks functions up, so it is not for the serving path.
+    ///
+    /// # Safety
+    /// As [`Decoder::run`]; the stages before `calls` have run on these buffers.
+    pub unsafe fn launch_bound(
+        &self,
+        plan: &StepPlan,
+        calls: &[BoundCall],
+        stream: RawStream,
+        buffers: &DecodeBuffers,
+    ) -> Result<(), EngineError> {
+        self.planner.check_step(plan, buffers)?;
+        let functions = self.functions_for(calls)?;
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_calls(calls, &functions, stream, buffers) }
     }
 
     /// Build the metadata of every full page of a batch (after prefill). `seq_lens` and

@@ -19,7 +19,7 @@ mod plan;
 mod problem;
 mod tensor;
 
-pub use decoder::{Decoder, DeviceMatch, Step};
+pub use decoder::{Decoder, DeviceMatch, ModuleCache, Step};
 pub use layout::{RegionLayout, Slot, REGION_ALIGN};
 pub use plan::{BoundArg, BoundCall, ChosenKernel, DecodePlanner, Region, StepPlan, TensorRole, META_PAGES};
 pub use problem::{EngineError, Method, Problem};

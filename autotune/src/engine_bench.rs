@@ -1,0 +1,460 @@
+//! Decode steps through the runtime's engine (`entkv_runtime::engine::Decoder`) on the GPU, as
+//! an inference engine runs them: the paged cache of a workload generated on the device
+//! ([`PaperCache`]), the decoder's metadata built once, CUDA-event timings of a whole step or of
+//! one kernel family's launches, and checks of sampled heads against the float64 reference.
+//! Shared by the autotuner's GPU backend and `entkv bench`.
+
+use anyhow::{Context, Result};
+use entkv_abi::{Elem, KernelFamily, PagedShape, PagedSpec};
+use entkv_kernels::check::{compare, DenseCheck, DenseOutputs};
+use entkv_kernels::decode_checks::selected_reference;
+use entkv_kernels::paged_data::{paged_reference, PagedCase, PagedInputs};
+use entkv_runtime::engine::{
+    BoundCall, DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, Method, Problem, Step,
+};
+use entkv_runtime::{DeviceBuffer, Gpu, GpuTimer};
+
+use crate::device::Kernels;
+use crate::paper::{PaperCache, Selection};
+
+/// The workload's cache on the device plus the regions a decoder needs.
+pub struct EngineCache {
+    pub paper: PaperCache,
+    seq_lens: Vec<i32>,
+    out: DeviceBuffer<f32>,
+    metadata: Option<DeviceBuffer<u8>>,
+}
+
+/// A decoder with its planned step and its own workspace, on one [`EngineCache`].
+pub struct Session {
+    pub decoder: Decoder,
+    pub step: Step,
+    workspace: DeviceBuffer<u8>,
+}
+
+impl EngineCache {
+    /// `batch` sequences of `n` tokens, `kv_heads` KV heads, pages scattered over the pool.
+    pub fn new(
+        gpu: &Gpu,
+        kernels: &mut Kernels,
+        spec: PagedSpec,
+        batch: u32,
+        kv_heads: u32,
+        n: u64,
+        seed: u64,
+    ) -> Result<EngineCache> {
+        let paper = PaperCache::new(gpu, kernels, spec, batch, kv_heads, n, seed)?;
+        let heads = batch as usize * paper.shape.q_heads(&spec) as usize;
+        Ok(EngineCache {
+            seq_lens: vec![n as i32; batch as usize],
+            out: DeviceBuffer::alloc_zeros(gpu, heads * spec.decode.head_dim as usize)?,
+            metadata: None,
+            paper,
+        })
+    }
+
+    /// Bytes of K and V of the whole cache.
+    pub fn kv_bytes(&self) -> u64 {
+        2 * self.paper.shape.pool_elems(&self.paper.spec)
+            * self.paper.spec.decode.kv_dtype.size_bytes() as u64
+    }
+
+    /// The decoder problem of this cache for `method`.
+    pub fn problem(&self, method: Method) -> Problem {
+        let (s, sh) = (&self.paper.spec, &self.paper.shape);
+        Problem {
+            alpha: s.decode.alpha.value(),
+            head_dim: s.decode.head_dim,
+            page_size: s.page_size,
+            q_heads: sh.q_heads(s),
+            kv_heads: sh.kv_heads,
+            kv_dtype: s.decode.kv_dtype,
+            alibi: s.alibi,
+            sketch_bits: s.sketch_bits,
+            method,
+            max_batch: sh.batch,
+            num_pages: sh.num_pages,
+            max_pages: sh.max_pages,
+        }
+    }
+
+    /// Plan `dec`'s step on this cache with a workspace of its own; the metadata is built on
+    /// first need and kept across decoders (its layout does not depend on method or tiles).
+    pub fn session(&mut self, gpu: &Gpu, dec: Decoder) -> Result<Session> {
+        let workspace = DeviceBuffer::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
+        if dec.metadata_size() > 0 {
+            match &self.metadata {
+                Some(m) if m.size_bytes() as u64 == dec.metadata_size() => {}
+                Some(m) => anyhow::bail!(
+                    "metadata layouts differ between decoders ({} vs {} bytes)",
+                    m.size_bytes(),
+                    dec.metadata_size()
+                ),
+                None => {
+                    self.metadata = Some(DeviceBuffer::alloc_zeros(gpu, dec.metadata_size() as usize)?);
+                    let b = self.buffers(&workspace);
+                    // SAFETY: the buffers describe this cache's allocations.
+                    unsafe {
+                        dec.build_metadata(
+                            gpu.stream_raw(),
+                            &self.seq_lens,
+                            &self.paper.block_table,
+                            &b.k_pool,
+                            b.metadata,
+                        )?
+                    };
+                    gpu.synchronize()?;
+                }
+            }
+        }
+        let step = dec.plan(&self.seq_lens, &self.paper.block_table)?;
+        Ok(Session {
+            decoder: dec,
+            step,
+            workspace,
+        })
+    }
+
+    /// The engine's view of this cache.
+    pub fn buffers(&self, workspace: &DeviceBuffer<u8>) -> DecodeBuffers {
+        let (s, sh) = (&self.paper.spec, &self.paper.shape);
+        let dev = &self.paper.dev;
+        let ptr = |name: &str| dev.device_ptr(name).unwrap_or(0);
+        let (b, h, d) = (sh.batch as u64, sh.q_heads(s) as u64, s.decode.head_dim as u64);
+        let kv: Elem = s.decode.kv_dtype.into();
+        let pool = [sh.num_pages as u64, sh.kv_heads as u64, s.page_size as u64, d];
+        DecodeBuffers {
+            q: DeviceTensor::contiguous(ptr("q"), s.decode.q_dtype.into(), &[b, h, d]),
+            k_pool: DeviceTensor::contiguous(ptr("k_pool"), kv, &pool),
+            v_pool: DeviceTensor::contiguous(ptr("v_pool"), kv, &pool),
+            block_table: DeviceTensor::contiguous(ptr("block_table"), Elem::I32, &[b, sh.max_pages as u64]),
+            seq_lens: DeviceTensor::contiguous(ptr("seq_lens"), Elem::I32, &[b]),
+            alibi_slopes: s
+                .alibi
+                .then(|| DeviceTensor::contiguous(ptr("alibi_slopes"), Elem::F32, &[h])),
+            out: DeviceTensor::contiguous(self.out.device_ptr(), Elem::F32, &[b, h, d]),
+            metadata: self
+                .metadata
+                .as_ref()
+                .map_or(DeviceRegion::default(), |m| DeviceRegion {
+                    ptr: m.device_ptr(),
+                    bytes: m.size_bytes() as u64,
+                }),
+            workspace: DeviceRegion {
+                ptr: workspace.device_ptr(),
+                bytes: workspace.size_bytes() as u64,
+            },
+        }
+    }
+
+    /// Run the whole step once and wait.
+    pub fn run(&self, gpu: &Gpu, s: &Session) -> Result<()> {
+        // SAFETY: the buffers describe this cache's allocations and the session's workspace.
+        unsafe {
+            s.decoder
+                .run(&s.step, gpu.stream_raw(), &self.buffers(&s.workspace))?
+        };
+        gpu.synchronize()?;
+        Ok(())
+    }
+
+    /// Output, τ and support of the last step, and its selection (sparse methods).
+    pub fn outputs(&self, s: &Session) -> Result<(DenseOutputs, Option<Selection>)> {
+        let layout = s.decoder.planner().workspace_layout();
+        let slot = |name: &str| slot_words(&s.workspace, layout, name);
+        let heads = self.out.len() / self.paper.spec.decode.head_dim as usize;
+        let tau = slot("tau")?.context("workspace has no `tau`")?;
+        let support = slot("support")?.context("workspace has no `support`")?;
+        let got = DenseOutputs {
+            out: self.out.to_host()?.into_iter().map(f64::from).collect(),
+            tau: tau[..heads].iter().map(|&b| f32::from_bits(b) as f64).collect(),
+            support: support[..heads].iter().map(|&s| s as i32 as i64).collect(),
+        };
+        let sel = match (slot("sel_pages")?, slot("sel_count")?) {
+            (Some(p), Some(c)) => Some(Selection {
+                pages: p.into_iter().map(|v| v as i32).collect(),
+                count: c.into_iter().map(|v| v as i32).collect(),
+            }),
+            _ => None,
+        };
+        Ok((got, sel))
+    }
+
+    /// Run the step on a NaN-poisoned output (a head it fails to write cannot pass) and read
+    /// the results back.
+    pub fn run_outputs(&mut self, gpu: &Gpu, s: &Session) -> Result<(DenseOutputs, Option<Selection>)> {
+        self.out.fill_bytes(0xff)?;
+        self.run(gpu, s)?;
+        self.outputs(s)
+    }
+
+    /// Run the step and compare `samples` sampled heads with the float64 reference (entmax over
+    /// each head's selection for the selectors, full cache otherwise).
+    pub fn check(&mut self, gpu: &Gpu, s: &Session, samples: usize) -> Result<DenseCheck> {
+        let (got, sel) = self.run_outputs(gpu, s)?;
+        let selected = matches!(s.step.plan().method, Method::TopK { .. } | Method::Gaussian);
+        self.paper
+            .check_sampled(&got, samples, if selected { sel.as_ref() } else { None })
+    }
+
+    /// The calls of `step` that belong to `family` (the metadata build for `PageMeta`).
+    pub fn family_calls(&self, s: &Session, family: KernelFamily) -> Result<Vec<BoundCall>> {
+        let planner = s.decoder.planner();
+        if family == KernelFamily::PageMeta {
+            let pages = planner.full_pages(&self.seq_lens, &self.paper.block_table)?;
+            return Ok(planner.plan_build_metadata(pages.len() as u32)?);
+        }
+        let calls: Vec<BoundCall> = s
+            .step
+            .plan()
+            .calls
+            .iter()
+            .filter(|c| c.family == family)
+            .cloned()
+            .collect();
+        anyhow::ensure!(!calls.is_empty(), "the step has no `{family}` launch");
+        Ok(calls)
+    }
+
+    /// CUDA-event time (ms) of one launch of `calls`.
+    pub fn time_calls(
+        &self,
+        gpu: &Gpu,
+        s: &Session,
+        calls: &[BoundCall],
+        timer: &mut GpuTimer,
+    ) -> Result<f64> {
+        let stream = gpu.stream_raw();
+        let b = self.buffers(&s.workspace);
+        // SAFETY: the stream is the Gpu's own; the buffers describe this cache's allocations;
+        // the step ran once (`check` or `run`), so later stages read valid selections.
+        unsafe {
+            timer.record_start(stream)?;
+            s.decoder.launch_bound(s.step.plan(), calls, stream, &b)?;
+            timer.record_end(stream)?;
+        }
+        Ok(timer.elapsed_ms()? as f64)
+    }
+
+    /// CUDA-event time (ms) of one whole step of `s`, launched as an engine launches it
+    /// (`Decoder::run` with the functions the step looked up when it was planned).
+    pub fn time_step(&self, gpu: &Gpu, s: &Session, timer: &mut GpuTimer) -> Result<f64> {
+        let stream = gpu.stream_raw();
+        let b = self.buffers(&s.workspace);
+        // SAFETY: the stream is the Gpu's own; the buffers describe this cache's allocations
+        // and the session's workspace.
+        unsafe {
+            timer.record_start(stream)?;
+            s.decoder.run(&s.step, stream, &b)?;
+            timer.record_end(stream)?;
+        }
+        Ok(timer.elapsed_ms()? as f64)
+    }
+}
+
+/// Copies of a cache of `kv_bytes` bytes of K and V to rotate through so that timed runs do
+/// not find their inputs in an L2 of `l2_bytes` (more than 4 × L2 in all; 1 to 16 copies).
+pub fn rotation_copies(l2_bytes: u64, kv_bytes: u64) -> usize {
+    (4 * l2_bytes.max(1)).div_ceil(kv_bytes.max(1)).clamp(1, 16) as usize
+}
+
+/// The decoder problem of a host-data case whose inputs have `shape`, for `method`, sized for
+/// exactly the case's batch.
+pub fn case_problem(case: &PagedCase, shape: &PagedShape, method: Method) -> Problem {
+    let s = &case.spec;
+    Problem {
+        alpha: s.decode.alpha.value(),
+        head_dim: s.decode.head_dim,
+        page_size: s.page_size,
+        q_heads: case.q_heads(),
+        kv_heads: case.kv_heads,
+        kv_dtype: s.decode.kv_dtype,
+        alibi: s.alibi,
+        sketch_bits: s.sketch_bits,
+        method,
+        max_batch: case.batch(),
+        num_pages: shape.num_pages,
+        max_pages: shape.max_pages,
+    }
+}
+
+/// A selector's output read back (`sel_pages` `[batch, kv_heads, max_pages]`, `sel_count`
+/// `[batch, kv_heads]`) as the selected logical pages per (sequence, KV head), the form
+/// `selected_reference` takes; a count outside `1..=max_pages` is an error.
+pub fn per_head_selection(
+    pages: &[i32],
+    count: &[i32],
+    batch: usize,
+    kv_heads: usize,
+    max_pages: usize,
+) -> Result<Vec<Vec<Vec<i32>>>> {
+    anyhow::ensure!(
+        count.len() >= batch * kv_heads && pages.len() >= batch * kv_heads * max_pages,
+        "selection buffers too small: {} counts, {} pages for {batch} × {kv_heads} heads of {max_pages} pages",
+        count.len(),
+        pages.len()
+    );
+    let mut per = Vec::with_capacity(batch);
+    for b in 0..batch {
+        let mut heads = Vec::with_capacity(kv_heads);
+        for h in 0..kv_heads {
+            let n = count[b * kv_heads + h];
+            anyhow::ensure!(
+                n >= 1 && n as usize <= max_pages,
+                "sel_count[{b}][{h}] = {n}, expected 1..={max_pages}"
+            );
+            heads.push(pages[(b * kv_heads + h) * max_pages..][..n as usize].to_vec());
+        }
+        per.push(heads);
+    }
+    Ok(per)
+}
+
+/// The 32-bit words of workspace slot `name` (`None` when the layout has no such slot), read
+/// alone: a decode's workspace can hold gigabytes of candidates.
+pub fn slot_words(
+    workspace: &DeviceBuffer<u8>,
+    layout: &entkv_runtime::engine::RegionLayout,
+    name: &str,
+) -> Result<Option<Vec<u32>>> {
+    let Some(slot) = layout.get(name) else {
+        return Ok(None);
+    };
+    let bytes = workspace.range_to_host(slot.offset as usize, slot.bytes() as usize)?;
+    Ok(Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    ))
+}
+
+/// A small seeded paged problem with host data (exact float64 reference), uploaded for the
+/// engine: odd lengths, pages scattered over a pool with NaN-filled spare pages.
+pub struct HostCase {
+    pub case: PagedCase,
+    pub x: PagedInputs,
+    q: DeviceBuffer<u8>,
+    k: DeviceBuffer<u8>,
+    v: DeviceBuffer<u8>,
+    block_table: DeviceBuffer<i32>,
+    seq_lens: DeviceBuffer<i32>,
+    alibi: Option<DeviceBuffer<f32>>,
+    out: DeviceBuffer<f32>,
+}
+
+impl HostCase {
+    pub fn new(gpu: &Gpu, case: PagedCase) -> Result<HostCase> {
+        let x = case.inputs();
+        Ok(HostCase {
+            q: DeviceBuffer::from_host(gpu, &x.q.to_le_bytes())?,
+            k: DeviceBuffer::from_host(gpu, &x.k_pool.to_le_bytes())?,
+            v: DeviceBuffer::from_host(gpu, &x.v_pool.to_le_bytes())?,
+            block_table: DeviceBuffer::from_host(gpu, &x.block_table)?,
+            seq_lens: DeviceBuffer::from_host(gpu, &x.seq_lens)?,
+            alibi: if x.alibi_slopes.is_empty() {
+                None
+            } else {
+                Some(DeviceBuffer::from_host(gpu, &x.alibi_slopes)?)
+            },
+            out: DeviceBuffer::alloc_zeros(gpu, x.q.len())?,
+            case,
+            x,
+        })
+    }
+
+    /// The decoder problem of this case for `method`.
+    pub fn problem(&self, method: Method) -> Problem {
+        case_problem(&self.case, &self.x.shape, method)
+    }
+
+    fn buffers(&self, workspace: &DeviceBuffer<u8>, metadata: &DeviceBuffer<u8>) -> DecodeBuffers {
+        let s = &self.case.spec;
+        let (b, h, d) = (
+            self.case.batch() as u64,
+            self.case.q_heads() as u64,
+            s.decode.head_dim as u64,
+        );
+        let sh = &self.x.shape;
+        let pool = [sh.num_pages as u64, sh.kv_heads as u64, s.page_size as u64, d];
+        let kv: Elem = s.decode.kv_dtype.into();
+        DecodeBuffers {
+            q: DeviceTensor::contiguous(self.q.device_ptr(), s.decode.q_dtype.into(), &[b, h, d]),
+            k_pool: DeviceTensor::contiguous(self.k.device_ptr(), kv, &pool),
+            v_pool: DeviceTensor::contiguous(self.v.device_ptr(), kv, &pool),
+            block_table: DeviceTensor::contiguous(
+                self.block_table.device_ptr(),
+                Elem::I32,
+                &[b, sh.max_pages as u64],
+            ),
+            seq_lens: DeviceTensor::contiguous(self.seq_lens.device_ptr(), Elem::I32, &[b]),
+            alibi_slopes: self
+                .alibi
+                .as_ref()
+                .map(|a| DeviceTensor::contiguous(a.device_ptr(), Elem::F32, &[h])),
+            out: DeviceTensor::contiguous(self.out.device_ptr(), Elem::F32, &[b, h, d]),
+            metadata: DeviceRegion {
+                ptr: metadata.device_ptr(),
+                bytes: metadata.size_bytes() as u64,
+            },
+            workspace: DeviceRegion {
+                ptr: workspace.device_ptr(),
+                bytes: workspace.size_bytes() as u64,
+            },
+        }
+    }
+
+    /// Build the metadata, run one step of `dec` (made for [`HostCase::problem`]) on a NaN
+    /// output, and compare every head with the float64 reference: full-cache entmax, or entmax
+    /// over each head's selection for the selectors.
+    pub fn check(&mut self, gpu: &Gpu, dec: &Decoder) -> Result<DenseCheck> {
+        let workspace = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
+        let metadata = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.metadata_size().max(256) as usize)?;
+        self.out.fill_bytes(0xff)?;
+        let b = self.buffers(&workspace, &metadata);
+        let stream = gpu.stream_raw();
+        let step = dec.plan(&self.x.seq_lens, &self.x.block_table)?;
+        // SAFETY: every buffer was allocated above with the shapes the problem describes.
+        unsafe {
+            dec.build_metadata(
+                stream,
+                &self.x.seq_lens,
+                &self.x.block_table,
+                &b.k_pool,
+                b.metadata,
+            )?;
+            dec.run(&step, stream, &b)?;
+        }
+        gpu.synchronize()?;
+        let layout = dec.planner().workspace_layout();
+        let ints = |name: &str| -> Result<Vec<i32>> {
+            let words = slot_words(&workspace, layout, name)?
+                .with_context(|| format!("workspace has no `{name}`"))?;
+            Ok(words.into_iter().map(|w| w as i32).collect())
+        };
+        let heads = self.x.q.len() / self.case.spec.decode.head_dim as usize;
+        let tau: Vec<f64> = ints("tau")?[..heads]
+            .iter()
+            .map(|&b| f32::from_bits(b as u32) as f64)
+            .collect();
+        let got = DenseOutputs {
+            out: self.out.to_host()?.into_iter().map(f64::from).collect(),
+            tau,
+            support: ints("support")?[..heads].iter().map(|&s| s as i64).collect(),
+        };
+        let reference = match step.plan().method {
+            Method::TopK { .. } | Method::Gaussian => {
+                let per = per_head_selection(
+                    &ints("sel_pages")?,
+                    &ints("sel_count")?,
+                    self.x.seq_lens.len(),
+                    self.x.shape.kv_heads as usize,
+                    self.x.shape.max_pages as usize,
+                )?;
+                selected_reference(&self.case.spec, &self.x, &per)
+            }
+            _ => paged_reference(&self.case.spec, &self.x),
+        };
+        Ok(compare(&reference, &got, None))
+    }
+}

@@ -1,0 +1,555 @@
+//! The GPU measurement backend: a candidate is generated (DSL → LLVM → PTX), JIT-loaded,
+//! checked for spills, verified inside its method's decode step through the runtime's engine —
+//! on small host-data cases (iid and peaked keys, float64 reference) and at the bucket's shape
+//! (against the default config's output, itself checked against the reference on sampled
+//! heads) — and timed with CUDA events, interleaved with its rivals, on a cache rotated
+//! through more than the L2 size.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_bundle::stub::default_row;
+use entkv_bundle::{sha256_hex, Bundle, BundleMeta, BundleWriter, TableRow};
+use entkv_codegen::{compile_module, llvm_version, Target};
+use entkv_kernels::check::DenseOutputs;
+use entkv_kernels::paged_data::{KeyData, PagedCase};
+use entkv_runtime::engine::{BoundCall, Decoder, Method, ModuleCache, Problem};
+use entkv_runtime::{gpu_unavailable_reason, Gpu, GpuTimer};
+
+use super::{Candidate, DataKind, DeviceKey, EvalError, MeasureBackend, Prepared, Workload};
+use crate::device::Kernels;
+use crate::engine_bench::{rotation_copies, EngineCache, HostCase, Session};
+
+/// Heads of the bucket-shape cache checked against the float64 reference (the default config).
+const REFERENCE_SAMPLES: usize = 3;
+/// Warm-up launches per candidate before timing.
+const WARMUP: u32 = 3;
+/// Largest relative L2 error of any head of a candidate against the default's output at the
+/// bucket shape: both are checked-exact float32 computations that differ only in summation
+/// order (measured ≤ 1e-5); beyond this the candidate is checked against the reference itself.
+const AGREE_REL: f64 = 1e-3;
+
+struct Compiled {
+    file: String,
+    ptx: String,
+    sha256: String,
+    entries: Vec<String>,
+    /// DSL → PTX wall time.
+    codegen_ms: f64,
+    /// Driver JIT wall time, when [`GpuBackend::prefetch`] loaded it.
+    load_ms: Option<f64>,
+}
+
+type CompileKey = (KernelFamily, String, String);
+
+fn compile_key(family: KernelFamily, spec: &PagedSpec, tile: &TileConfig) -> CompileKey {
+    (family, spec.sketch_tag(), tile.tag())
+}
+
+/// Generate the PTX module of `family` with `tile` at `spec` (no GPU; thread-safe).
+fn generate(family: KernelFamily, spec: &PagedSpec, tile: &TileConfig) -> Result<Compiled, EvalError> {
+    let t = Instant::now();
+    let kernels =
+        entkv_kernels::family_kernels(family, spec, tile).map_err(|e| EvalError::Invalid(e.to_string()))?;
+    let file = format!("{}__{}__{}.ptx", family.name(), spec.sketch_tag(), tile.tag());
+    let refs: Vec<&entkv_dsl::Kernel> = kernels.iter().collect();
+    let m = compile_module(file.trim_end_matches(".ptx"), &refs, &Target::default())
+        .map_err(|e| EvalError::CompileError(e.to_string()))?;
+    Ok(Compiled {
+        file,
+        sha256: sha256_hex(m.ptx.as_bytes()),
+        ptx: m.ptx,
+        entries: kernels.iter().map(|k| k.name.clone()).collect(),
+        codegen_ms: t.elapsed().as_secs_f64() * 1e3,
+        load_ms: None,
+    })
+}
+
+/// The caches of the current bucket (several copies when one would fit in L2), the sessions
+/// of candidates timed on them, and the default config's checked outputs per method.
+struct BucketState {
+    workload: Workload,
+    spec_tag: String,
+    caches: Vec<EngineCache>,
+    default_out: HashMap<String, DenseOutputs>,
+}
+
+/// Measures candidates on the first GPU.
+pub struct GpuBackend {
+    gpu: Gpu,
+    modules: ModuleCache,
+    compiled: HashMap<CompileKey, Compiled>,
+    /// Candidates that passed the small host-data cases (they do not depend on the bucket).
+    host_checked: HashSet<(KernelFamily, String, String)>,
+    /// Candidate bundles (a family's tile swapped in), by (family, spec tag, tile tag).
+    bundles: HashMap<(KernelFamily, String, String), Arc<Bundle>>,
+    bucket: Option<BucketState>,
+    /// Wall seconds per phase (what a tuning run spends its time on).
+    phases: Vec<(&'static str, f64)>,
+}
+
+impl GpuBackend {
+    /// Open GPU `ordinal`, or say why there is none.
+    pub fn open(ordinal: usize) -> Result<GpuBackend> {
+        if let Some(reason) = gpu_unavailable_reason() {
+            anyhow::bail!("autotune needs an NVIDIA GPU with a working driver: {reason}");
+        }
+        Ok(GpuBackend {
+            gpu: Gpu::open(ordinal).context("opening the GPU")?,
+            modules: ModuleCache::new(),
+            compiled: HashMap::new(),
+            host_checked: HashSet::new(),
+            bundles: HashMap::new(),
+            bucket: None,
+            phases: Vec::new(),
+        })
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn add_phase(&mut self, phase: &'static str, since: Instant) {
+        let secs = since.elapsed().as_secs_f64();
+        match self.phases.iter_mut().find(|(p, _)| *p == phase) {
+            Some((_, t)) => *t += secs,
+            None => self.phases.push((phase, secs)),
+        }
+    }
+
+    /// Wall seconds spent per phase so far, e.g. `prepare 21.3 s, verify (host cases) 9.1 s, …`.
+    pub fn phase_report(&self) -> String {
+        self.phases
+            .iter()
+            .map(|(p, t)| format!("{p} {t:.1} s"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Generate (once) the PTX module of `family` with `tile` at `spec`.
+    fn compile(
+        &mut self,
+        family: KernelFamily,
+        spec: &PagedSpec,
+        tile: &TileConfig,
+    ) -> Result<&Compiled, EvalError> {
+        let key = compile_key(family, spec, tile);
+        if !self.compiled.contains_key(&key) {
+            let m = generate(family, spec, tile)?;
+            self.compiled.insert(key.clone(), m);
+        }
+        Ok(&self.compiled[&key])
+    }
+
+    /// Generate and JIT-load `cs` on every core (codegen is single-threaded LLVM work and the
+    /// driver's JIT runs on the calling thread): what makes a tuning run fit its time budget.
+    /// Failures are left for `prepare` to report.
+    fn generate_all(&mut self, cs: &[Candidate]) {
+        let t = Instant::now();
+        let todo: Vec<Candidate> = cs
+            .iter()
+            .filter(|c| {
+                !self
+                    .compiled
+                    .contains_key(&compile_key(c.family, &c.spec, &c.tile))
+            })
+            .copied()
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(todo.len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let done = std::sync::Mutex::new(Vec::new());
+        let (gpu, modules) = (&self.gpu, &self.modules);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(c) = todo.get(i) else { break };
+                    let Ok(mut m) = generate(c.family, &c.spec, &c.tile) else {
+                        continue;
+                    };
+                    let t = Instant::now();
+                    if modules.get_or_load(gpu, &m.sha256, &m.ptx).is_ok() {
+                        m.load_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                    let key = compile_key(c.family, &c.spec, &c.tile);
+                    done.lock().unwrap_or_else(|e| e.into_inner()).push((key, m));
+                });
+            }
+        });
+        for (k, m) in done.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            self.compiled.insert(k, m);
+        }
+        self.add_phase("generate (parallel codegen + JIT)", t);
+    }
+
+    /// A bundle with `c`'s tile for its family and the default tile for every other family.
+    fn bundle_for(&mut self, c: &Candidate) -> Result<Arc<Bundle>, EvalError> {
+        let key = (c.family, c.spec.sketch_tag(), c.tile.tag());
+        if let Some(b) = self.bundles.get(&key) {
+            return Ok(b.clone());
+        }
+        let internal = |e: entkv_bundle::BundleError| EvalError::Invalid(e.to_string());
+        let mut w = BundleWriter::new(BundleMeta {
+            entkv_version: env!("CARGO_PKG_VERSION").into(),
+            llvm_version: llvm_version(),
+            target_sm: Target::default().sm,
+            ptx_version: "candidate".into(),
+            tuned_on: None,
+            created_unix_s: 0,
+        });
+        w.add_spec(c.spec);
+        for family in KernelFamily::ALL {
+            let tile = if family == c.family {
+                c.tile
+            } else {
+                family.default_tile(&c.spec)
+            };
+            let m = self.compile(family, &c.spec, &tile)?;
+            let (file, ptx, entries) = (m.file.clone(), m.ptx.clone(), m.entries.clone());
+            w.add_module(&file, ptx, entries.clone()).map_err(internal)?;
+            w.add_row(TableRow {
+                tile,
+                module: file,
+                entries,
+                ..default_row(family, &c.spec).map_err(internal)?
+            });
+        }
+        let bundle = Arc::new(w.finish().map_err(internal)?);
+        self.bundles.insert(key, bundle.clone());
+        Ok(bundle)
+    }
+
+    fn decoder(&mut self, c: &Candidate, problem: &Problem) -> Result<Decoder, EvalError> {
+        let bundle = self.bundle_for(c)?;
+        Decoder::with_module_cache(&self.gpu, bundle, problem, self.modules.clone())
+            .map_err(|e| EvalError::LaunchError(e.to_string()))
+    }
+
+    /// Make the bucket's caches current (dropping the previous bucket's first).
+    fn enter_bucket(&mut self, spec: &PagedSpec, w: &Workload) -> Result<(), EvalError> {
+        let tag = spec.sketch_tag();
+        if self
+            .bucket
+            .as_ref()
+            .is_some_and(|b| b.workload == *w && b.spec_tag == tag)
+        {
+            return Ok(());
+        }
+        self.bucket = None;
+        let started = Instant::now();
+        let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
+        if w.q_heads != w.kv_heads * spec.decode.group {
+            return Err(EvalError::Invalid(format!(
+                "workload heads {}/{} do not match GQA group {}",
+                w.q_heads, w.kv_heads, spec.decode.group
+            )));
+        }
+        let mut kernels = Kernels::new(&self.gpu);
+        let first = EngineCache::new(&self.gpu, &mut kernels, *spec, w.batch, w.kv_heads, w.context, 7)
+            .map_err(launch)?;
+        let copies = rotation_copies(self.gpu.info().l2_bytes, first.kv_bytes());
+        let mut caches = vec![first];
+        for i in 1..copies {
+            caches.push(
+                EngineCache::new(
+                    &self.gpu,
+                    &mut kernels,
+                    *spec,
+                    w.batch,
+                    w.kv_heads,
+                    w.context,
+                    7 + i as u64,
+                )
+                .map_err(launch)?,
+            );
+        }
+        self.bucket = Some(BucketState {
+            workload: *w,
+            spec_tag: tag,
+            caches,
+            default_out: HashMap::new(),
+        });
+        self.add_phase("bucket caches", started);
+        Ok(())
+    }
+
+    fn check_host_cases(&mut self, c: &Candidate) -> Result<(), EvalError> {
+        let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
+        // Small cases with host data: both key distributions, odd lengths, the float64
+        // reference on every head.
+        let p = c.spec.page_size;
+        for (i, data) in [KeyData::Normal, KeyData::Peaked].into_iter().enumerate() {
+            let case = PagedCase {
+                spec: c.spec,
+                kv_heads: 2,
+                seq_lens: vec![3001, 40 * p + 1, 17],
+                seed: 31 + i as u64,
+                data,
+                spare_pages: 8,
+            };
+            let mut hc = HostCase::new(&self.gpu, case).map_err(launch)?;
+            let method = method_for(c.family, hc.x.shape.max_pages);
+            let dec = self.decoder(c, &hc.problem(method))?;
+            let check = hc.check(&self.gpu, &dec).map_err(launch)?;
+            if !check.passed {
+                return Err(EvalError::WrongResult(format!(
+                    "{data:?} keys, {method:?}: {check:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_candidate(&mut self, c: &Candidate) -> Result<Prepared, EvalError> {
+        let m = self.compile(c.family, &c.spec, &c.tile)?;
+        let (sha, ptx, entries) = (m.sha256.clone(), m.ptx.clone(), m.entries.clone());
+        let (codegen_ms, loaded_ms) = (m.codegen_ms, m.load_ms);
+        let t1 = Instant::now();
+        let module = self
+            .modules
+            .get_or_load(&self.gpu, &sha, &ptx)
+            .map_err(|e| EvalError::CompileError(e.to_string()))?;
+        let load_ms = loaded_ms.unwrap_or_else(|| t1.elapsed().as_secs_f64() * 1e3);
+        let (mut registers, mut local_bytes) = (0u32, 0u64);
+        for e in &entries {
+            let f = module
+                .function(e)
+                .map_err(|e| EvalError::CompileError(e.to_string()))?;
+            registers = registers.max(f.attrs().num_regs);
+            local_bytes = local_bytes.max(f.attrs().local_bytes as u64);
+        }
+        Ok(Prepared {
+            registers,
+            local_bytes,
+            codegen_ms,
+            load_ms,
+        })
+    }
+
+    fn verify_at_bucket(&mut self, c: &Candidate, w: &Workload) -> Result<(), EvalError> {
+        let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
+        // The bucket's shape: agree with the default config, which agrees with the reference.
+        self.enter_bucket(&c.spec, w)?;
+        let max_pages = self.bucket.as_ref().expect("entered").caches[0]
+            .paper
+            .shape
+            .max_pages;
+        let method = method_for(c.family, max_pages);
+        let key = format!("{method:?}");
+        let d = c.spec.decode.head_dim as usize;
+        if !self
+            .bucket
+            .as_ref()
+            .expect("entered")
+            .default_out
+            .contains_key(&key)
+        {
+            let default = Candidate {
+                tile: c.family.default_tile(&c.spec),
+                ..*c
+            };
+            let s = self.session(&default, 0, method)?;
+            let gpu = self.gpu.clone();
+            let cache = &mut self.bucket.as_mut().expect("entered").caches[0];
+            let check = cache.check(&gpu, &s, REFERENCE_SAMPLES).map_err(launch)?;
+            if !check.passed {
+                return Err(EvalError::WrongResult(format!(
+                    "the DEFAULT config of {} fails the reference at {w:?}: {check:?}",
+                    c.family
+                )));
+            }
+            let (out, _) = cache.outputs(&s).map_err(launch)?;
+            self.bucket
+                .as_mut()
+                .expect("entered")
+                .default_out
+                .insert(key.clone(), out);
+        }
+        let s = self.session(c, 0, method)?;
+        let gpu = self.gpu.clone();
+        let bucket = self.bucket.as_mut().expect("entered");
+        let (got, _) = bucket.caches[0].run_outputs(&gpu, &s).map_err(launch)?;
+        let (rel, tau) = agreement(&got, &bucket.default_out[&key], d);
+        if rel <= AGREE_REL && tau <= 1e-4 && got.support.iter().all(|&s| s > 0) {
+            return Ok(());
+        }
+        // Different from the default (e.g. another selection after a tie): the reference decides.
+        let check = bucket.caches[0]
+            .check(&gpu, &s, REFERENCE_SAMPLES)
+            .map_err(launch)?;
+        if check.passed {
+            Ok(())
+        } else {
+            Err(EvalError::WrongResult(format!(
+                "at {w:?}: differs from the default (rel {rel:.2e}, τ {tau:.2e}) and fails the reference: {check:?}"
+            )))
+        }
+    }
+
+    fn time_candidates(
+        &mut self,
+        cs: &[Candidate],
+        w: &Workload,
+        reps: u32,
+    ) -> Result<Vec<Vec<f64>>, EvalError> {
+        let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
+        let Some(first) = cs.first() else {
+            return Ok(Vec::new());
+        };
+        if w.data == DataKind::Peaked {
+            // Large caches are generated on the device, iid normal (BENCH.md `paper`); peaked keys
+            // are a host generator, used in verification.
+            return Err(EvalError::Invalid(
+                "timing runs on device-generated iid normal keys; `peaked` is verified, not timed".into(),
+            ));
+        }
+        self.enter_bucket(&first.spec, w)?;
+        let copies = self.bucket.as_ref().expect("entered").caches.len();
+        let max_pages = self.bucket.as_ref().expect("entered").caches[0]
+            .paper
+            .shape
+            .max_pages;
+        // One session per (candidate, cache copy); each runs its whole step once so the stages
+        // before the timed family (selections) hold valid data in its own workspace.
+        let mut sessions: Vec<Vec<(Session, Vec<BoundCall>)>> = Vec::new();
+        let gpu = self.gpu.clone();
+        for c in cs {
+            let method = method_for(c.family, max_pages);
+            let mut per_copy = Vec::new();
+            for copy in 0..copies {
+                let s = self.session(c, copy, method)?;
+                let cache = &self.bucket.as_ref().expect("entered").caches[copy];
+                cache.run(&gpu, &s).map_err(launch)?;
+                let calls = cache.family_calls(&s, c.family).map_err(launch)?;
+                per_copy.push((s, calls));
+            }
+            sessions.push(per_copy);
+        }
+        let caches = &self.bucket.as_ref().expect("entered").caches;
+        let mut timer = GpuTimer::new(&gpu).map_err(|e| EvalError::LaunchError(e.to_string()))?;
+        let mut out = vec![Vec::with_capacity(reps as usize); cs.len()];
+        let n = cs.len();
+        for r in 0..(WARMUP + reps) as usize {
+            for (i, per_copy) in sessions.iter().enumerate() {
+                let copy = (r * n + i) % copies;
+                let (s, calls) = &per_copy[copy];
+                let ms = caches[copy]
+                    .time_calls(&gpu, s, calls, &mut timer)
+                    .map_err(launch)?;
+                if r >= WARMUP as usize {
+                    out[i].push(ms * 1e3);
+                }
+            }
+        }
+        Ok(out)
+    }
+    fn session(&mut self, c: &Candidate, copy: usize, method: Method) -> Result<Session, EvalError> {
+        let problem = self.bucket.as_ref().expect("bucket entered").caches[copy].problem(method);
+        let dec = self.decoder(c, &problem)?;
+        let gpu = self.gpu.clone();
+        let bucket = self.bucket.as_mut().expect("bucket entered");
+        bucket.caches[copy]
+            .session(&gpu, dec)
+            .map_err(|e| EvalError::LaunchError(format!("{e:#}")))
+    }
+}
+
+/// The method whose step exercises `family` (top-k keeps a quarter of the pages, BENCH.md).
+fn method_for(family: KernelFamily, max_pages: u32) -> Method {
+    match family {
+        KernelFamily::DecodeDense => Method::Dense,
+        KernelFamily::PageScoreBox | KernelFamily::SelectTopk | KernelFamily::DecodeSparse => Method::TopK {
+            budget_pages: (max_pages / 4).max(1),
+        },
+        KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => Method::Gaussian,
+        KernelFamily::DecodeCertified | KernelFamily::PageMeta => Method::Certified,
+    }
+}
+
+/// Largest relative L2 error over heads and largest relative τ difference.
+fn agreement(a: &DenseOutputs, b: &DenseOutputs, d: usize) -> (f64, f64) {
+    let mut worst = 0.0f64;
+    for (x, y) in a.out.chunks(d).zip(b.out.chunks(d)) {
+        let diff = x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| (p - q) * (p - q))
+            .sum::<f64>()
+            .sqrt();
+        let norm = y.iter().map(|q| q * q).sum::<f64>().sqrt().max(1e-30);
+        let rel = diff / norm;
+        worst = worst.max(if rel.is_nan() { f64::INFINITY } else { rel });
+    }
+    let tau = a
+        .tau
+        .iter()
+        .zip(&b.tau)
+        .map(|(p, q)| {
+            let r = (p - q).abs() / (1.0 + q.abs());
+            if r.is_nan() {
+                f64::INFINITY
+            } else {
+                r
+            }
+        })
+        .fold(0.0, f64::max);
+    (worst, tau)
+}
+
+impl MeasureBackend for GpuBackend {
+    fn device(&self) -> DeviceKey {
+        let info = self.gpu.info();
+        DeviceKey {
+            gpu: info.name.clone(),
+            sm: info.compute_capability.0 * 10 + info.compute_capability.1,
+            driver: info
+                .kernel_module_version
+                .clone()
+                .unwrap_or_else(|| info.driver_version.clone()),
+            cuda: format!("{}.{}", info.cuda_driver_version.0, info.cuda_driver_version.1),
+        }
+    }
+
+    fn verify(&mut self, c: &Candidate, w: &Workload) -> Result<(), EvalError> {
+        // Small cases with host data (once per candidate): both key distributions, odd
+        // lengths, the float64 reference on every head.
+        let key = (c.family, c.spec.sketch_tag(), c.tile.tag());
+        if !self.host_checked.contains(&key) {
+            let t = Instant::now();
+            self.check_host_cases(c)?;
+            self.add_phase("verify (host cases)", t);
+            self.host_checked.insert(key);
+        }
+        let t = Instant::now();
+        let r = self.verify_at_bucket(c, w);
+        self.add_phase("verify (bucket shape)", t);
+        r
+    }
+
+    fn prefetch(&mut self, cs: &[Candidate]) {
+        self.generate_all(cs);
+    }
+
+    fn prepare(&mut self, c: &Candidate) -> Result<Prepared, EvalError> {
+        let t = Instant::now();
+        let r = self.prepare_candidate(c);
+        self.add_phase("prepare (codegen + JIT)", t);
+        r
+    }
+
+    fn time(&mut self, cs: &[Candidate], w: &Workload, reps: u32) -> Result<Vec<Vec<f64>>, EvalError> {
+        let t = Instant::now();
+        let r = self.time_candidates(cs, w, reps);
+        self.add_phase("time", t);
+        r
+    }
+}

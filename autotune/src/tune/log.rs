@@ -1,0 +1,512 @@
+//! Evaluation records, the append-only record log (`--log`, `--resume`) and the per-device
+//! cache (`--cache-dir`).
+//!
+//! A record is one line of JSON, written and fsync'd the moment its measurement ends, so a run
+//! killed at any point loses at most the measurement in flight. A line cut short by the kill is
+//! ignored with a warning (and cut off the file before anything is appended). Records are keyed
+//! by everything that can change a result: device (GPU, sm, driver, CUDA), entkv and LLVM
+//! versions, spec, family, tile, workload, and the measurement (stage, repetitions, and for
+//! interleaved timings the group timed together); a later record with the same key supersedes
+//! an earlier one. The cache holds the same records in one file per device, so a second
+//! identical run reuses every measurement without touching the GPU.
+
+use super::{DeviceKey, EvalError, Prepared, Workload};
+use anyhow::{Context, Result};
+use entkv_abi::{KernelFamily, TileConfig};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// What a measurement was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// A candidate's evaluation: prepare, verify, then timed alone.
+    Eval,
+    /// A successive-halving round (1, 2, …): survivors timed interleaved.
+    Round(u32),
+    /// The leaders (and the default) re-timed interleaved before choosing.
+    Final,
+}
+
+/// How an evaluation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Invalid,
+    CompileError,
+    Spills,
+    LaunchError,
+    WrongResult,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Ok,
+        Status::Invalid,
+        Status::CompileError,
+        Status::Spills,
+        Status::LaunchError,
+        Status::WrongResult,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Invalid => "invalid",
+            Status::CompileError => "compile_error",
+            Status::Spills => "spills",
+            Status::LaunchError => "launch_error",
+            Status::WrongResult => "wrong_result",
+        }
+    }
+
+    /// The status and message of a backend error.
+    pub fn of(e: &EvalError) -> (Status, String) {
+        match e {
+            EvalError::Invalid(s) => (Status::Invalid, s.clone()),
+            EvalError::CompileError(s) => (Status::CompileError, s.clone()),
+            EvalError::Spills(s) => (Status::Spills, s.clone()),
+            EvalError::LaunchError(s) => (Status::LaunchError, s.clone()),
+            EvalError::WrongResult(s) => (Status::WrongResult, s.clone()),
+        }
+    }
+}
+
+/// The identity of a measurement: equal keys mean the same measurement could be reused.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RecordKey {
+    pub device: DeviceKey,
+    pub entkv_version: String,
+    pub llvm_version: String,
+    /// `PagedSpec::sketch_tag`.
+    pub spec: String,
+    pub family: KernelFamily,
+    /// `TileConfig::tag`.
+    pub tile_tag: String,
+    pub workload: Workload,
+    pub stage: Stage,
+    /// Timing repetitions asked for.
+    pub reps: u32,
+    /// For interleaved timings: a digest of the tags timed together ([`group_digest`]); the
+    /// measurement is reused only when the whole group is recorded.
+    pub group: Option<String>,
+}
+
+/// One line of the log and the cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub key: RecordKey,
+    pub tile: TileConfig,
+    pub status: Status,
+    /// Why the candidate failed (or a note on a success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub median_us: Option<f64>,
+    pub min_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    pub registers: Option<u32>,
+    pub local_bytes: Option<u64>,
+    pub codegen_ms: Option<f64>,
+    pub load_ms: Option<f64>,
+    /// When the measurement ended: seconds since the epoch and RFC 3339 UTC.
+    pub unix_s: u64,
+    pub utc: String,
+}
+
+impl Record {
+    /// A record for `key` with nothing measured yet.
+    pub fn new(key: RecordKey, tile: TileConfig, status: Status) -> Record {
+        Record {
+            key,
+            tile,
+            status,
+            detail: None,
+            median_us: None,
+            min_us: None,
+            p90_us: None,
+            registers: None,
+            local_bytes: None,
+            codegen_ms: None,
+            load_ms: None,
+            unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            utc: crate::record::utc_now(),
+        }
+    }
+
+    pub fn with_prepared(mut self, p: &Prepared) -> Record {
+        self.registers = Some(p.registers);
+        self.local_bytes = Some(p.local_bytes);
+        self.codegen_ms = Some(p.codegen_ms);
+        self.load_ms = Some(p.load_ms);
+        self
+    }
+
+    /// Median, min and p90 of `times_us`.
+    pub fn with_times(mut self, times_us: &[f64]) -> Record {
+        let (median, min, p90) = crate::record::summarize(times_us);
+        self.median_us = Some(median);
+        self.min_us = Some(min);
+        self.p90_us = Some(p90);
+        self
+    }
+
+    pub fn with_error(mut self, e: &EvalError) -> Record {
+        let (status, detail) = Status::of(e);
+        self.status = status;
+        self.detail = Some(detail);
+        self
+    }
+}
+
+/// Digest of a set of tile tags timed together (order-independent): FNV-1a 64 of the sorted
+/// tags, in hex.
+pub fn group_digest(tags: &[String]) -> String {
+    let mut sorted: Vec<&str> = tags.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in sorted {
+        for b in t.bytes().chain(std::iter::once(0)) {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Where a known record came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The record log of an earlier, interrupted run (`--resume`).
+    Log,
+    /// The device cache.
+    Cache,
+    /// Measured by this run.
+    Measured,
+}
+
+/// The records of one JSONL file, with warnings for lines that could not be read. A last line
+/// without its newline was cut short by a kill and is dropped; `valid_len` is the length of the
+/// file up to the last complete line.
+pub struct JsonlContents {
+    pub records: Vec<Record>,
+    pub warnings: Vec<String>,
+    pub valid_len: u64,
+}
+
+/// Read a JSONL record file (missing file: no records).
+pub fn read_jsonl(path: &Path) -> Result<JsonlContents> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading record file {}", path.display())),
+    };
+    let mut out = JsonlContents {
+        records: Vec::new(),
+        warnings: Vec::new(),
+        valid_len: 0,
+    };
+    let mut start = 0usize;
+    let mut line_no = 0usize;
+    while start < bytes.len() {
+        line_no += 1;
+        let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') else {
+            out.warnings.push(format!(
+                "{}: ignoring a truncated last line ({} bytes; a run was killed while writing it)",
+                path.display(),
+                bytes.len() - start
+            ));
+            break;
+        };
+        let line = &bytes[start..start + nl];
+        start += nl + 1;
+        out.valid_len = start as u64;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Record>(line) {
+            Ok(r) => out.records.push(r),
+            Err(e) => out.warnings.push(format!(
+                "{}:{line_no}: ignoring an unreadable record ({e})",
+                path.display()
+            )),
+        }
+    }
+    Ok(out)
+}
+
+/// An append-only JSONL file: each batch is one write, flushed and fsync'd.
+struct Appender {
+    path: PathBuf,
+    file: File,
+}
+
+impl Appender {
+    /// Open `path` for appending, creating parents; `valid_len` cuts off a truncated tail first
+    /// (so the next record does not continue a half-written line). `fresh` empties the file.
+    fn open(path: &Path, valid_len: u64, fresh: bool) -> Result<Appender> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening record file {}", path.display()))?;
+        let len = if fresh { 0 } else { valid_len };
+        if file.metadata().map(|m| m.len()).unwrap_or(0) > len {
+            file.set_len(len)
+                .with_context(|| format!("truncating {} to its last complete record", path.display()))?;
+        }
+        Ok(Appender {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    fn append(&mut self, records: &[Record]) -> Result<()> {
+        let mut buf = Vec::new();
+        for r in records {
+            serde_json::to_writer(&mut buf, r).context("serializing a record")?;
+            buf.push(b'\n');
+        }
+        self.file
+            .write_all(&buf)
+            .and_then(|()| self.file.flush())
+            .and_then(|()| self.file.sync_data())
+            .with_context(|| format!("appending to {}", self.path.display()))
+    }
+}
+
+/// The cache file of `device` under `cache_dir`: `tune/<gpu>_sm<sm>_<driver>_cuda<cuda>.jsonl`
+/// (characters other than `[A-Za-z0-9.-]` become `-`).
+pub fn cache_file(cache_dir: &Path, device: &DeviceKey) -> PathBuf {
+    let raw = format!(
+        "{}_sm{}_{}_cuda{}",
+        device.gpu, device.sm, device.driver, device.cuda
+    );
+    let slug: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    cache_dir.join("tune").join(format!("{slug}.jsonl"))
+}
+
+/// The default cache directory: `$XDG_CACHE_HOME/entkv`, else `~/.cache/entkv`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return Some(PathBuf::from(x).join("entkv"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".cache").join("entkv"))
+}
+
+/// Where records are written and found.
+pub struct StoreConfig {
+    /// The run's record log.
+    pub log: Option<PathBuf>,
+    /// Continue from the log's records instead of starting a new log.
+    pub resume: bool,
+    /// The cache directory (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The records a search can reuse, and the files it appends to.
+pub struct RecordStore {
+    log: Option<Appender>,
+    cache: Option<Appender>,
+    known: HashMap<RecordKey, (Record, Origin)>,
+    /// Files read at open time, and what was found in them.
+    pub opened: Vec<String>,
+    /// Lines that could not be read.
+    pub warnings: Vec<String>,
+}
+
+impl RecordStore {
+    /// Open the log and `device`'s cache file. With `resume`, the log's records are known;
+    /// without, the log starts empty. The cache's records are known in both cases.
+    pub fn open(cfg: &StoreConfig, device: &DeviceKey) -> Result<RecordStore> {
+        let mut store = RecordStore::in_memory();
+        if let Some(dir) = &cfg.cache_dir {
+            let path = cache_file(dir, device);
+            let c = read_jsonl(&path)?;
+            store
+                .opened
+                .push(format!("cache {}: {} record(s)", path.display(), c.records.len()));
+            store.absorb(c.records, Origin::Cache);
+            store.warnings.extend(c.warnings);
+            store.cache = Some(Appender::open(&path, c.valid_len, false)?);
+        }
+        if let Some(path) = &cfg.log {
+            let valid_len = if cfg.resume {
+                let c = read_jsonl(path)?;
+                store.opened.push(format!(
+                    "log {}: {} record(s) to resume from",
+                    path.display(),
+                    c.records.len()
+                ));
+                // Log records take precedence over cached ones with the same key.
+                store.absorb(c.records, Origin::Log);
+                store.warnings.extend(c.warnings);
+                c.valid_len
+            } else {
+                if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+                    store.opened.push(format!(
+                        "log {}: started anew (--resume continues an earlier run's log)",
+                        path.display()
+                    ));
+                }
+                0
+            };
+            store.log = Some(Appender::open(path, valid_len, !cfg.resume)?);
+        }
+        Ok(store)
+    }
+
+    /// A store that writes nothing (tests, dry runs).
+    pub fn in_memory() -> RecordStore {
+        RecordStore {
+            log: None,
+            cache: None,
+            known: HashMap::new(),
+            opened: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn absorb(&mut self, records: Vec<Record>, origin: Origin) {
+        for r in records {
+            self.known.insert(r.key.clone(), (r, origin));
+        }
+    }
+
+    /// The latest record with this key, and where it came from.
+    pub fn lookup(&self, key: &RecordKey) -> Option<(&Record, Origin)> {
+        self.known.get(key).map(|(r, o)| (r, *o))
+    }
+
+    /// Append `records` (one measurement: a candidate, or a group timed together) to the log
+    /// and the cache, fsync'd, and remember them.
+    pub fn append(&mut self, records: &[Record]) -> Result<()> {
+        if let Some(log) = &mut self.log {
+            log.append(records)?;
+        }
+        if let Some(cache) = &mut self.cache {
+            cache.append(records)?;
+        }
+        self.absorb(records.to_vec(), Origin::Measured);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tune::DataKind;
+    use entkv_abi::MetaTile;
+
+    fn key(tag: &str) -> RecordKey {
+        RecordKey {
+            device: DeviceKey {
+                gpu: "NVIDIA H200".into(),
+                sm: 90,
+                driver: "570.1".into(),
+                cuda: "12.8".into(),
+            },
+            entkv_version: "0.1.0".into(),
+            llvm_version: "19.1.7".into(),
+            spec: "s".into(),
+            family: KernelFamily::PageMeta,
+            tile_tag: tag.into(),
+            workload: Workload {
+                batch: 8,
+                q_heads: 24,
+                kv_heads: 24,
+                context: 32768,
+                data: DataKind::Normal,
+            },
+            stage: Stage::Eval,
+            reps: 10,
+            group: None,
+        }
+    }
+
+    fn rec(tag: &str) -> Record {
+        Record::new(key(tag), TileConfig::Meta(MetaTile { threads: 32 }), Status::Ok)
+            .with_times(&[3.0, 1.0, 2.0])
+    }
+
+    #[test]
+    fn record_round_trips_as_one_line() {
+        let r = rec("t32");
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(!line.contains('\n'));
+        assert!(
+            line.contains("\"status\":\"ok\"") && line.contains("\"family\":\"page_meta\""),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), r);
+        assert_eq!(r.median_us, Some(2.0));
+    }
+
+    #[test]
+    fn truncated_tail_is_ignored_and_cut_before_appending() {
+        let dir = std::env::temp_dir().join(format!("entkv-tune-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("log.jsonl");
+        let cfg = StoreConfig {
+            log: Some(path.clone()),
+            resume: true,
+            cache_dir: None,
+        };
+        let dev = key("x").device;
+        let mut s = RecordStore::open(&cfg, &dev).unwrap();
+        s.append(&[rec("a"), rec("b")]).unwrap();
+        drop(s);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"device\":{\"gpu\":\"NVI").unwrap();
+        drop(f);
+        let mut s = RecordStore::open(&cfg, &dev).unwrap();
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        assert!(s.warnings[0].contains("truncated"));
+        assert!(s.lookup(&key("a")).is_some() && s.lookup(&key("b")).is_some());
+        s.append(&[rec("c")]).unwrap();
+        let c = read_jsonl(&path).unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        assert_eq!(c.records.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn group_digest_ignores_order() {
+        let a = group_digest(&["x".into(), "y".into()]);
+        assert_eq!(a, group_digest(&["y".into(), "x".into()]));
+        assert_ne!(a, group_digest(&["x".into(), "z".into()]));
+        assert_ne!(
+            group_digest(&["ab".into(), "c".into()]),
+            group_digest(&["a".into(), "bc".into()])
+        );
+    }
+
+    #[test]
+    fn cache_file_names_the_device() {
+        let mut d = key("x").device;
+        let a = cache_file(Path::new("/c"), &d);
+        assert_eq!(a, Path::new("/c/tune/NVIDIA-H200_sm90_570.1_cuda12.8.jsonl"));
+        d.driver = "575.2".into();
+        assert_ne!(a, cache_file(Path::new("/c"), &d));
+    }
+}

@@ -1,0 +1,293 @@
+//! The search space of each kernel family: tile configs around the family's default, and the
+//! analytic pruning that rejects a point before anything is compiled.
+//!
+//! Spaces are kept modest on purpose (about 10–60 valid points per family): every candidate
+//! costs an LLVM compile and a driver load (~50–150 ms), and the whole default run must finish
+//! in about two minutes. The knobs that change the work decomposition (threads, lanes, tokens
+//! or pages per lane group) form a small grid; secondary knobs (occupancy hints, Newton steps,
+//! waves) are varied one at a time from the default, since they rarely interact strongly.
+
+use entkv_abi::gaussian::{GaussTile, MomentsTile};
+use entkv_abi::{
+    BoxScoreTile, DenseTile, KernelFamily, MetaTile, PagedSpec, SelectTopkTile, TileConfig, RADIX_BINS,
+};
+
+/// What a CTA may use on the devices entkv targets (sm_90), checked per generated entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Threads per block (and a multiple of 32, a whole number of warps).
+    pub max_threads: u32,
+    /// Static shared memory per block. The kernels declare `.shared` arrays (no dynamic shared
+    /// memory), and static shared memory is capped at 48 KiB on every architecture; the 227 KiB
+    /// of an H200 SM is only reachable through dynamic shared memory with an opt-in.
+    pub max_static_shared_bytes: u64,
+}
+
+impl Default for DeviceLimits {
+    fn default() -> Self {
+        DeviceLimits {
+            max_threads: 1024,
+            max_static_shared_bytes: 48 * 1024,
+        }
+    }
+}
+
+/// A family's candidates at one spec: the valid points (the default first, then the rest in a
+/// fixed order) and the points pruned analytically, with the reason.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Space {
+    pub family: KernelFamily,
+    pub valid: Vec<TileConfig>,
+    pub invalid: Vec<(TileConfig, String)>,
+}
+
+impl Space {
+    /// The family's default tile (always `valid[0]`).
+    pub fn default_tile(&self) -> TileConfig {
+        self.valid[0]
+    }
+}
+
+/// Why `tile` cannot run as `family` at `spec`, found without compiling: the ABI's own check,
+/// then the block size and static shared memory of every entry the kernel generator builds
+/// (building the DSL kernels is cheap; LLVM is not involved).
+pub fn analytic_check(
+    family: KernelFamily,
+    spec: &PagedSpec,
+    tile: &TileConfig,
+    limits: &DeviceLimits,
+) -> Result<(), String> {
+    tile.check(family, spec).map_err(|e| e.to_string())?;
+    let kernels = entkv_kernels::family_kernels(family, spec, tile)
+        .map_err(|e| format!("the kernel generator refuses the tile: {e}"))?;
+    for k in &kernels {
+        let t = k.block_threads;
+        if t == 0 || t > limits.max_threads || t % 32 != 0 {
+            return Err(format!(
+                "{}: {t} threads per block (must be a multiple of 32 ≤ {})",
+                k.name, limits.max_threads
+            ));
+        }
+        let shared = k.shared_bytes();
+        if shared > limits.max_static_shared_bytes {
+            return Err(format!(
+                "{}: {shared} bytes of static shared memory (at most {})",
+                k.name, limits.max_static_shared_bytes
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The candidates of `family` at `spec`, pruned by [`analytic_check`]. The default is always
+/// `valid[0]`; a default that fails the check is a bug in the ABI or the generator and is
+/// returned as an error.
+pub fn family_space(family: KernelFamily, spec: &PagedSpec, limits: &DeviceLimits) -> Result<Space, String> {
+    let default = family.default_tile(spec);
+    if let Err(e) = analytic_check(family, spec, &default, limits) {
+        return Err(format!(
+            "the default tile {} of {family} at {} is invalid: {e}",
+            default.tag(),
+            spec.sketch_tag()
+        ));
+    }
+    let mut space = Space {
+        family,
+        valid: vec![default],
+        invalid: Vec::new(),
+    };
+    for tile in grid(family, spec, &default) {
+        if space.valid.contains(&tile) || space.invalid.iter().any(|(t, _)| *t == tile) {
+            continue;
+        }
+        match analytic_check(family, spec, &tile, limits) {
+            Ok(()) => space.valid.push(tile),
+            Err(why) => space.invalid.push((tile, why)),
+        }
+    }
+    Ok(space)
+}
+
+/// The unpruned points of `family` around `default` (may repeat the default and hold invalid
+/// points; [`family_space`] removes both).
+fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<TileConfig> {
+    let d = spec.decode.head_dim;
+    let g = spec.decode.group;
+    match (family, *default) {
+        (_, TileConfig::Meta(_)) => [32, 64, 128, 256, 512]
+            .into_iter()
+            .map(|threads| TileConfig::Meta(MetaTile { threads }))
+            .collect(),
+        (_, TileConfig::BoxScore(_)) => cross(&[64, 128, 256, 512, 1024], &[1, 2, 4, 8])
+            .map(|(threads, pages_per_group)| {
+                TileConfig::BoxScore(BoxScoreTile {
+                    threads,
+                    pages_per_group,
+                })
+            })
+            .collect(),
+        (_, TileConfig::SelectTopk(_)) => cross(&[RADIX_BINS, 512, 1024], &[2, 4, 8, 16])
+            .map(|(threads, items_per_thread)| {
+                TileConfig::SelectTopk(SelectTopkTile {
+                    threads,
+                    items_per_thread,
+                })
+            })
+            .collect(),
+        (_, TileConfig::Moments(def)) => {
+            let mut v = Vec::new();
+            for (threads, lanes_per_page) in cross(&[128, 256, 512], &around_pow2(def.lanes_per_page)) {
+                for pages_per_group in [1, 2, 4] {
+                    v.push(TileConfig::Moments(MomentsTile {
+                        threads,
+                        lanes_per_page,
+                        pages_per_group,
+                    }));
+                }
+            }
+            v
+        }
+        (_, TileConfig::Gauss(def)) => {
+            // Without ALiBi `gauss_tau` only merges tiles per head (small CTAs suffice); with
+            // ALiBi every solver step is a pass over the pages. `gauss_sigma_bar` is one CTA
+            // per step and stays at the default.
+            let solve: &[u32] = if spec.alibi { &[128, 256, 512] } else { &[32, 128] };
+            let mut v = Vec::new();
+            for (solve_threads, select_threads) in cross(solve, &[128, 256, 512]) {
+                for select_pages_per_thread in [2, 4, 8, 16] {
+                    v.push(TileConfig::Gauss(GaussTile {
+                        solve_threads,
+                        select_threads,
+                        select_pages_per_thread,
+                        ..def
+                    }));
+                }
+            }
+            v
+        }
+        (_, TileConfig::Dense(def)) => dense_grid(&def, d, g)
+            .into_iter()
+            .map(TileConfig::Dense)
+            .collect(),
+    }
+}
+
+/// Dense-tile points (decode_dense, decode_sparse, decode_certified): the grid threads ×
+/// lanes per token × tokens per lane group, then ctas_per_sm, newton_steps and
+/// score_min_blocks one at a time from the default. The finish pass keeps the default's
+/// threads and staging capacity (its shared memory is sized for them).
+fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
+    // Every power of two with at least 8 dimensions (one 16-byte f16 load) per lane.
+    let lanes: Vec<u32> = (0..6).map(|s| 1u32 << s).filter(|l| head_dim / l >= 8).collect();
+    let tokens: Vec<u32> = [
+        def.tokens_per_group / 2,
+        def.tokens_per_group,
+        def.tokens_per_group * 2,
+    ]
+    .into_iter()
+    .filter(|&t| t >= 1 && t * group <= 64)
+    .collect();
+    let mut v = Vec::new();
+    for threads in [128, 256, 512] {
+        for &lanes_per_token in &lanes {
+            for &tokens_per_group in &tokens {
+                v.push(DenseTile {
+                    threads,
+                    lanes_per_token,
+                    tokens_per_group,
+                    ..*def
+                });
+            }
+        }
+    }
+    for ctas_per_sm in [2, 3, 4] {
+        v.push(DenseTile { ctas_per_sm, ..*def });
+    }
+    for newton_steps in [2, 4] {
+        v.push(DenseTile { newton_steps, ..*def });
+    }
+    for score_min_blocks in [0, 1, 2] {
+        v.push(DenseTile {
+            score_min_blocks,
+            ..*def
+        });
+    }
+    v
+}
+
+/// Half, the same and double a power of two (at least 1).
+fn around_pow2(x: u32) -> Vec<u32> {
+    let mut v = vec![(x / 2).max(1), x, x * 2];
+    v.dedup();
+    v
+}
+
+fn cross<'a>(a: &'a [u32], b: &'a [u32]) -> impl Iterator<Item = (u32, u32)> + 'a {
+    a.iter().flat_map(move |&x| b.iter().map(move |&y| (x, y)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use entkv_abi::{DType, DecodeSpec};
+
+    fn spec(d: u32, g: u32, p: u32, alibi: bool) -> PagedSpec {
+        PagedSpec::new(DecodeSpec::new(1.5, d, g, DType::F16).unwrap(), p, alibi, 8).unwrap()
+    }
+
+    #[test]
+    fn every_point_is_valid_unique_and_the_default_comes_first() {
+        let limits = DeviceLimits::default();
+        for s in [
+            spec(32, 1, 16, false),
+            spec(128, 4, 64, true),
+            spec(64, 8, 32, false),
+        ] {
+            for f in KernelFamily::ALL {
+                let sp = family_space(f, &s, &limits).unwrap();
+                assert_eq!(sp.default_tile(), f.default_tile(&s), "{f}");
+                for t in &sp.valid {
+                    assert!(t.check(f, &s).is_ok(), "{f} {}", t.tag());
+                }
+                let mut tags: Vec<String> = sp.valid.iter().map(|t| t.tag()).collect();
+                tags.sort();
+                tags.dedup();
+                assert_eq!(tags.len(), sp.valid.len(), "{f}: unique points");
+                assert!(
+                    (2..=60).contains(&sp.valid.len()),
+                    "{f} at {}: {} points",
+                    s.sketch_tag(),
+                    sp.valid.len()
+                );
+                for (t, why) in &sp.invalid {
+                    assert!(!sp.valid.contains(t));
+                    assert!(!why.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_points_are_counted_with_a_reason() {
+        // P·d/8 = 64 chunks: MetaTile allows 32 and 64 threads only.
+        let s = spec(32, 1, 16, false);
+        let sp = family_space(KernelFamily::PageMeta, &s, &DeviceLimits::default()).unwrap();
+        assert_eq!(sp.valid.len(), 2);
+        assert_eq!(sp.invalid.len(), 3);
+        assert!(sp.invalid.iter().all(|(_, why)| why.contains("threads")));
+    }
+
+    #[test]
+    fn device_limits_prune_before_compiling() {
+        let s = spec(32, 1, 16, false);
+        let tiny = DeviceLimits {
+            max_threads: 1024,
+            max_static_shared_bytes: 1024,
+        };
+        // The dense finish pass stages 4096 candidates in shared memory: over 1 KiB.
+        let t = KernelFamily::DecodeDense.default_tile(&s);
+        let e = analytic_check(KernelFamily::DecodeDense, &s, &t, &tiny).unwrap_err();
+        assert!(e.contains("shared memory"), "{e}");
+        assert!(family_space(KernelFamily::DecodeDense, &s, &tiny).is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! `entkv verify`, `entkv bench` and `entkv doctor` without a GPU: bundle views, every row of a
+//! default and of a tuned bundle verified in the interpreter, a broken step caught, and the
+//! binaries' outputs and errors. One default bundle (and one tuned) per test binary.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Arc, OnceLock};
+
+use entkv_abi::{DType, DecodeSpec, DenseTile, KernelFamily, PagedSpec, TileConfig};
+use entkv_autotune::bundle_cmd::{build_bundle, create_default_bundle, RowPlan, SpecPlan};
+use entkv_autotune::interp_engine::{check_run, run_engine_with, H200_SMS};
+use entkv_autotune::verify_cmd::{
+    bundle_with_row_as_default, default_rows_only, verify, verify_cases, Backend,
+};
+use entkv_bundle::{Bucket, Bundle, RowSource};
+use entkv_runtime::engine::Method;
+
+/// BENCH.md `paper`'s spec: α 1.5, d 32, group 1, f16, P 16.
+fn paper_spec() -> PagedSpec {
+    PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap()
+}
+
+fn default_bundle() -> &'static Bundle {
+    static B: OnceLock<Bundle> = OnceLock::new();
+    B.get_or_init(|| create_default_bundle(&[paper_spec()], 0).unwrap())
+}
+
+/// A tile unlike the default (fewer threads, two lanes a token, a small finish stage that
+/// spills candidates to the workspace).
+fn other_tile() -> TileConfig {
+    let spec = paper_spec();
+    let t = DenseTile {
+        threads: 128,
+        lanes_per_token: 2,
+        tokens_per_group: 8,
+        newton_steps: 2,
+        finish_capacity: 64,
+        ..DenseTile::default_for(&spec.decode)
+    };
+    TileConfig::Dense(t)
+}
+
+/// The paper bundle plus tuned rows of `other_tile` for the dense and sparse decodes.
+fn tuned_bundle() -> &'static Bundle {
+    static B: OnceLock<Bundle> = OnceLock::new();
+    B.get_or_init(|| {
+        let mut plan = SpecPlan::defaults(&paper_spec());
+        for fp in &mut plan.families {
+            if matches!(fp.family, KernelFamily::DecodeDense | KernelFamily::DecodeSparse) {
+                fp.rows.push(RowPlan {
+                    bucket: Bucket::Tokens {
+                        lo: 1024,
+                        hi: 1 << 20,
+                    },
+                    tile: other_tile(),
+                    source: RowSource::Tuned { median_us: 12.5 },
+                });
+            }
+        }
+        build_bundle(&[plan], None, 0).unwrap()
+    })
+}
+
+#[test]
+fn every_row_of_a_default_bundle_verifies_in_the_interpreter() {
+    let report = verify(default_bundle(), &Backend::Interp).unwrap();
+    println!("{}", report.table());
+    assert_eq!(report.failures(), 0);
+    // 8 rows; page_meta runs in 3 methods, decode_sparse in 2, the others in 1; 2 key kinds.
+    assert_eq!(report.checks.len(), 2 * (3 + 2 + 6));
+    // Every view of a default bundle is the bundle: one run per (method, data).
+    assert_eq!(report.runs, 4 * 2);
+    assert!(report
+        .checks
+        .iter()
+        .all(|c| c.check.as_ref().is_some_and(|k| k.heads > 0)));
+}
+
+#[test]
+fn a_row_as_default_round_trips_and_verifies() {
+    let bundle = default_bundle();
+    for row in bundle.rows() {
+        assert_eq!(
+            &bundle_with_row_as_default(bundle, row).unwrap(),
+            bundle,
+            "{row:?}"
+        );
+    }
+    assert_eq!(&default_rows_only(bundle).unwrap(), bundle);
+
+    let tuned = tuned_bundle();
+    let tuned_rows: Vec<_> = tuned
+        .rows()
+        .iter()
+        .filter(|r| matches!(r.source, RowSource::Tuned { .. }))
+        .collect();
+    assert_eq!(tuned_rows.len(), 2);
+    for row in tuned_rows {
+        let view = bundle_with_row_as_default(tuned, row).unwrap();
+        assert_eq!(view.rows().len(), 8, "one default row per family");
+        let promoted = view.rows().iter().find(|r| r.family == row.family).unwrap();
+        assert_eq!(promoted.tile, other_tile());
+        assert_eq!(
+            (promoted.bucket, promoted.source),
+            (Bucket::Any, RowSource::Default)
+        );
+        for r in view.rows().iter().filter(|r| r.family != row.family) {
+            assert_eq!(r.tile, r.family.default_tile(&paper_spec()), "{r:?}");
+        }
+        // A complete bundle: it survives its single-file form and verification.
+        assert_eq!(
+            Bundle::from_single_file_bytes(&view.to_single_file_bytes()).unwrap(),
+            view
+        );
+    }
+    let untuned = default_rows_only(tuned).unwrap();
+    assert!(untuned.rows().iter().all(|r| r.source == RowSource::Default));
+    assert_eq!(untuned.rows().len(), 8);
+    let foreign = entkv_bundle::TableRow {
+        tile: other_tile(),
+        ..default_bundle().rows()[7].clone()
+    };
+    assert!(bundle_with_row_as_default(default_bundle(), &foreign).is_err());
+}
+
+#[test]
+fn every_row_of_a_tuned_bundle_verifies_in_the_interpreter() {
+    let report = verify(tuned_bundle(), &Backend::Interp).unwrap();
+    println!("{}", report.table());
+    assert_eq!(report.failures(), 0);
+    let tuned: Vec<_> = report
+        .checks
+        .iter()
+        .filter(|c| c.source.starts_with("tuned"))
+        .collect();
+    // Dense: dense; sparse: top-k and Gaussian; both key kinds; each a run of its own.
+    assert_eq!(tuned.len(), 2 * (1 + 2));
+    assert!(tuned.iter().all(|c| c.tile == other_tile().tag() && !c.shared));
+}
+
+#[test]
+fn a_step_with_a_launch_removed_fails_its_check() {
+    let bundle = Arc::new(default_bundle().clone());
+    let case = verify_cases(&paper_spec()).remove(0);
+    let x = case.inputs();
+    let max_pages = x.shape.max_pages;
+    for method in [
+        Method::Dense,
+        Method::TopK {
+            budget_pages: max_pages / 4,
+        },
+        Method::Certified,
+    ] {
+        let whole = run_engine_with(&case, &x, method, &bundle, H200_SMS, |_| {}).unwrap();
+        assert!(check_run(&case, &x, whole).unwrap().check.passed, "{method:?}");
+        // Without its last launch (the decode's finish pass) the output stays poisoned.
+        let broken = run_engine_with(&case, &x, method, &bundle, H200_SMS, |calls| {
+            calls.pop();
+        });
+        let failed = match broken.and_then(|run| check_run(&case, &x, run)) {
+            Ok(c) => !c.check.passed,
+            Err(e) => {
+                println!("{method:?}: broken run reported {e:#}");
+                true
+            }
+        };
+        assert!(failed, "{method:?}: a step missing a launch passed");
+    }
+}
+
+// ---- the binary ----
+
+fn entkv() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_entkv"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("entkv-tools-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The default bundle written as a directory (milliseconds: it is compiled once per binary).
+fn bundle_dir(name: &str) -> PathBuf {
+    let d = tmp(name);
+    default_bundle().write_dir(&d).unwrap();
+    d
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn fails_with(cmd: &mut Command, needles: &[&str]) {
+    let o = cmd.output().unwrap();
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{cmd:?} should fail:\n{out}");
+    for n in needles {
+        assert!(err.contains(n), "{cmd:?}: stderr does not mention `{n}`:\n{err}");
+    }
+}
+
+fn no_gpu() -> bool {
+    let none = entkv_runtime::gpu_unavailable_reason().is_some();
+    if !none {
+        println!("skipping the no-GPU part: a GPU is present");
+    }
+    none
+}
+
+#[test]
+fn verify_interp_cli_passes_and_gpu_mode_points_to_interp() {
+    let dir = bundle_dir("verify");
+    let o = entkv().args(["verify", "--interp"]).arg(&dir).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("decode_certified") && out.contains(", 0 failed,"),
+        "{out}"
+    );
+    let o = entkv()
+        .args(["verify", "--interp", "--json"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 22);
+    assert!(checks.iter().all(|c| c["passed"] == true));
+    if no_gpu() {
+        fails_with(entkv().arg("verify").arg(&dir), &["no usable GPU", "--interp"]);
+    }
+    fails_with(
+        entkv().args(["verify", "--interp", "/nonexistent/bundle"]),
+        &["cannot open bundle"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
+    let dir = bundle_dir("bench");
+    let b = dir.to_str().unwrap();
+    fails_with(
+        entkv().args(["bench", "--bundle", b, "--workload", "gqa"]),
+        &[
+            "has no spec `a1p5_d32_g2_bf16q_bf16kv_f32o_p16_nb_s8`",
+            "entkv bundle create --alpha 1.5 --head-dim 32 --page-size 16 --group 2 --kv-dtype bf16",
+        ],
+    );
+    fails_with(
+        entkv().args(["bench", "--bundle", b, "--workload", "peaked"]),
+        &["`peaked` is not supported"],
+    );
+    fails_with(
+        entkv().args(["bench", "--bundle", b, "--methods", "dense,sdpa"]),
+        &["unknown method `sdpa`"],
+    );
+    if no_gpu() {
+        fails_with(
+            entkv().args(["bench", "--bundle", b, "--n", "4096", "--iters", "1"]),
+            &["no usable GPU"],
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn doctor_runs_without_a_gpu_and_creates_nothing() {
+    let cache_home = tmp("xdg");
+    let o = entkv()
+        .arg("doctor")
+        .env("XDG_CACHE_HOME", &cache_home)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let cache = cache_home.join("entkv");
+    assert!(out.contains(&cache.display().to_string()), "{out}");
+    for item in [
+        "entkv",
+        "llvm",
+        "ptxas",
+        "gpu",
+        "autotune cache",
+        "bundle output",
+        "verdict:",
+    ] {
+        assert!(out.contains(item), "no `{item}` line:\n{out}");
+    }
+    if no_gpu() {
+        assert!(
+            out.contains("missing  gpu") && out.contains("usable without a GPU"),
+            "{out}"
+        );
+    }
+    assert!(!cache_home.exists(), "doctor created {}", cache_home.display());
+
+    let o = entkv()
+        .args(["doctor", "--json"])
+        .env("XDG_CACHE_HOME", &cache_home)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let item = |name: &str| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no item `{name}`"))
+    };
+    assert_eq!(item("autotune cache")["path"], cache.display().to_string());
+    assert_eq!(item("llvm")["verdict"], "ok");
+    assert_eq!(item("gpu")["verdict"] == "missing", v["gpu"].is_null());
+}
