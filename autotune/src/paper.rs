@@ -181,7 +181,13 @@ impl PaperCache {
     /// The selection of the last run, read back from `sel_pages`/`sel_count`.
     pub fn selection(&self) -> Result<Selection> {
         let ints = |name: &str| -> Result<Vec<i32>> {
-            Ok(self.dev.get(name)?.to_f64_vec().into_iter().map(|v| v as i32).collect())
+            Ok(self
+                .dev
+                .get(name)?
+                .to_f64_vec()
+                .into_iter()
+                .map(|v| v as i32)
+                .collect())
         };
         Ok(Selection {
             pages: ints("sel_pages")?,
@@ -196,7 +202,10 @@ impl PaperCache {
         let kvh = h / self.spec.decode.group as usize;
         let row = b * self.shape.kv_heads as usize + kvh;
         let mp = self.shape.max_pages as usize;
-        let count = *sel.count.get(row).ok_or_else(|| anyhow::anyhow!("sel_count has no row {row}"))?;
+        let count = *sel
+            .count
+            .get(row)
+            .ok_or_else(|| anyhow::anyhow!("sel_count has no row {row}"))?;
         if count < 1 || count as usize > mp {
             anyhow::bail!("sel_count[{row}] = {count} outside 1..={mp}");
         }
