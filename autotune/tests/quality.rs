@@ -5,12 +5,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, OnceLock};
 
-use entkv_abi::DType;
+use entkv_abi::{DType, DecodeSpec, PagedSpec};
+use entkv_autotune::bundle_cmd::create_default_bundle;
 use entkv_autotune::quality::npy::{encode_npy, load_qkv, write_npy, NpyDtype, NpyError};
 use entkv_autotune::quality::sweep::prepare;
 use entkv_autotune::quality::{evaluate, QualityConfig, QualityReport, Source};
 use entkv_autotune::verify_cmd::Backend;
+use entkv_bundle::Bundle;
 use entkv_kernels::paged_data::KeyData;
 
 const COVERAGES: [f64; 7] = [0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50];
@@ -32,6 +35,19 @@ fn config(data: KeyData, q_heads: u32, kv_heads: u32, n: u32, seed: u64) -> Qual
         },
         coverages: COVERAGES.to_vec(),
     }
+}
+
+/// The untuned bundle of the test specs (GQA 1 and 2), compiled once for every test of this
+/// file: building it is most of a small sweep's time.
+fn bundle() -> Option<Arc<Bundle>> {
+    static BUNDLE: OnceLock<Arc<Bundle>> = OnceLock::new();
+    let b = BUNDLE.get_or_init(|| {
+        let specs: Vec<PagedSpec> = [1, 2]
+            .map(|g| PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(), 16, false, 8).unwrap())
+            .to_vec();
+        Arc::new(create_default_bundle(&specs, 0).unwrap())
+    });
+    Some(b.clone())
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -107,7 +123,12 @@ fn check_invariants(r: &QualityReport) {
 /// 0.46; 16 heads keep the comparison well clear of that noise.
 #[test]
 fn entmax_drops_less_mass_than_softmax_on_iid_data() {
-    let r = evaluate(&config(KeyData::Normal, 16, 16, 2000, 1), &Backend::Interp, None).unwrap();
+    let r = evaluate(
+        &config(KeyData::Normal, 16, 16, 2000, 1),
+        &Backend::Interp,
+        bundle(),
+    )
+    .unwrap();
     check_invariants(&r);
     for &c in &COVERAGES {
         let e = r.row("entmax-topk", Some(c)).unwrap();
@@ -125,7 +146,12 @@ fn entmax_drops_less_mass_than_softmax_on_iid_data() {
 /// error vanishes while softmax still drops mass; Gaussian-aware reports its own coverage.
 #[test]
 fn the_error_vanishes_once_the_support_is_covered() {
-    let r = evaluate(&config(KeyData::Peaked, 4, 4, 2000, 3), &Backend::Interp, None).unwrap();
+    let r = evaluate(
+        &config(KeyData::Peaked, 4, 4, 2000, 3),
+        &Backend::Interp,
+        bundle(),
+    )
+    .unwrap();
     check_invariants(&r);
     let covered = COVERAGES
         .iter()
@@ -149,7 +175,12 @@ fn the_error_vanishes_once_the_support_is_covered() {
 /// second head's support is not covered by small budgets: R stays above 0 there.)
 #[test]
 fn invariants_hold_with_gqa() {
-    let r = evaluate(&config(KeyData::Peaked, 4, 2, 1000, 4), &Backend::Interp, None).unwrap();
+    let r = evaluate(
+        &config(KeyData::Peaked, 4, 2, 1000, 4),
+        &Backend::Interp,
+        bundle(),
+    )
+    .unwrap();
     check_invariants(&r);
     assert_eq!(r.rows[0].heads, 4);
 }
@@ -160,7 +191,8 @@ fn invariants_hold_with_gqa() {
 #[test]
 fn binary_on_npy_arrays_matches_the_library() {
     let cfg = config(KeyData::Peaked, 2, 2, 1000, 5);
-    let lib = evaluate(&cfg, &Backend::Interp, None).unwrap();
+    let lib = evaluate(&cfg, &Backend::Interp, bundle()).unwrap();
+    check_invariants(&lib);
     let (case, x, _) = prepare(&cfg).unwrap();
     let (n, d, hkv) = (1000usize, 32usize, 2usize);
     let mut k = Vec::new();
