@@ -370,7 +370,7 @@ mod tests {
             "/tmp/b",
             "--json",
             "--data",
-            "peaked",
+            "normal",
             "--log",
             "/tmp/l.jsonl",
             "--no-cache",
@@ -396,8 +396,14 @@ mod tests {
         assert_eq!(o.time_budget, Some(Duration::from_secs(90)));
         assert_eq!(
             (o.data, o.reps, o.final_reps, o.progress),
-            (DataKind::Peaked, 20, 60, false)
+            (DataKind::Normal, 20, 60, false)
         );
+        // Timing data is generated on the device; peaked keys are verification data only.
+        let e = parse(&["--alpha", "1.5", "--head-dim", "32", "--data", "peaked"])
+            .err()
+            .expect("peaked refused")
+            .to_string();
+        assert!(e.contains("verification"), "{e}");
         let st = cli.store_config(Path::new("/tmp/b"));
         assert!(st.resume && st.cache_dir.is_none());
         assert_eq!(st.log.unwrap(), Path::new("/tmp/l.jsonl"));
