@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """torch SDPA dense softmax decode on the same shapes as entkv's GPU checks (the
 FlashDecoding-style baseline of ../shared/BENCH.md). One query per head, fp16, CUDA events,
-warm-up, median/min/p90. Writes JSON records in the same schema as entkv's TimingRecord."""
+warm-up, median/min/p90; K/V rotated through copies when one would fit in L2 (as `entkv bench`
+does: more than 4 x L2 in all, 1 to 16 copies). Writes JSON records in the same schema as
+entkv's TimingRecord."""
 import argparse, datetime, json, os, subprocess
 
 import torch
@@ -28,21 +30,26 @@ def main():
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], text=True).strip()
     except Exception:
         driver = "unknown"
+    l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
     rows = []
     for n in a.n:
         torch.manual_seed(0)
         q = torch.randn(a.batch, a.heads, 1, a.head_dim, device=dev, dtype=torch.float16)
-        k = torch.randn(a.batch, a.kv_heads, n, a.head_dim, device=dev, dtype=torch.float16)
-        v = torch.randn_like(k)
+        kv_bytes = 2 * a.batch * a.kv_heads * n * a.head_dim * 2
+        copies = min(max(-(-4 * l2 // kv_bytes), 1), 16)
+        kvs = []
+        for _ in range(copies):
+            k = torch.randn(a.batch, a.kv_heads, n, a.head_dim, device=dev, dtype=torch.float16)
+            kvs.append((k, torch.randn_like(k)))
         gqa = a.heads != a.kv_heads
-        run = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
-        for _ in range(a.warmup):
-            run()
+        run = lambda i: F.scaled_dot_product_attention(q, *kvs[i % copies], enable_gqa=gqa)
+        for i in range(a.warmup):
+            run(i)
         torch.cuda.synchronize()
         times = []
-        for _ in range(a.iters):
+        for i in range(a.iters):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record(); run(); e.record(); e.synchronize()
+            s.record(); run(a.warmup + i); e.record(); e.synchronize()
             times.append(s.elapsed_time(e))
         times.sort()
         med, mn, p90 = times[len(times) // 2], times[0], times[int(round((len(times) - 1) * 0.9))]
@@ -53,9 +60,10 @@ def main():
             workload=a.workload, method="softmax-sdpa", batch=a.batch, q_heads=a.heads,
             kv_heads=a.kv_heads, head_dim=a.head_dim, alpha=1.0, kv_dtype="f16", n=n,
             iters=a.iters, median_ms=med, min_ms=mn, p90_ms=p90, bytes=nbytes,
-            floor_ms=nbytes / CEILING * 1e3))
-        print(f"sdpa n={n}: median {med:.3f} ms  min {mn:.3f}  p90 {p90:.3f}  floor {nbytes/CEILING*1e3:.3f} ms")
-        del q, k, v
+            floor_ms=nbytes / CEILING * 1e3, x_floor=med / (nbytes / CEILING * 1e3), pages_kept=1.0))
+        print(f"sdpa n={n}: median {med:.3f} ms  min {mn:.3f}  p90 {p90:.3f}  floor {nbytes/CEILING*1e3:.3f} ms"
+              f"  ({copies} K/V copies)", flush=True)
+        del q, k, kvs
         torch.cuda.empty_cache()
     if a.out:
         with open(a.out, "w") as f:

@@ -1,10 +1,14 @@
-//! `entkv bench`: what a bundle's tuned rows buy. For each context length and method, one decode
-//! step of a BENCH.md workload is timed through the runtime's `Decoder` twice — with the bundle
-//! as it is (its rows resolved at that length: exact bucket, nearest bucket or default) and with
-//! its default rows only — and so is each kernel family's share of the step, interleaved on the
-//! same device-generated caches, so the table shows tuned against default per kernel and per
-//! step. Both variants' outputs are checked against the float64 reference on sampled heads
-//! first: a fast wrong step is not a result.
+//! `entkv bench`: decode-step latency of a bundle per method and context length, the BENCH.md
+//! records (median/min/p90, kept fraction, bytes moved, floor, time over floor) and what the
+//! bundle's tuned rows buy. For each context length and method, one decode step of a BENCH.md
+//! workload is timed through the runtime's `Decoder` with the bundle as it is (its rows resolved
+//! at that length: exact bucket, nearest bucket or default) and, unless `--no-defaults`, with its
+//! default rows only — and so is each kernel family's share of the step (the metadata build once
+//! per length: it does not depend on the method), interleaved on the same device-generated
+//! caches, so the table shows tuned against default per kernel and per step. `softmax-topk`, the
+//! Quest baseline, is the engine's top-k selection followed by the softmax decode
+//! ([`SoftmaxTopk`]). Every variant's output is checked against the float64 reference on sampled
+//! heads first: a fast wrong step is not a result.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,15 +21,24 @@ use entkv_runtime::engine::{BoundCall, Decoder, Method, ModuleCache, Problem, St
 use entkv_runtime::{gpu_unavailable_reason, Gpu, GpuTimer};
 use serde::Serialize;
 
-use crate::device::Kernels;
-use crate::engine_bench::{rotation_copies, EngineCache, Session};
-use crate::record::{summarize, Environment};
+use crate::device::{FunctionCache, Kernels};
+use crate::engine_bench::{rotation_copies, EngineCache, Session, SoftmaxTopk, StepTraffic};
+use crate::record::{records_table, step_bytes, summarize, Environment, StepSizes, TimingRecord};
 use crate::verify_cmd::{aligned, default_rows_only, method_label};
 
-/// Heads of each step checked against the float64 reference (per variant).
+/// Heads sampled for the float64 reference check of each step (per variant) by default.
 const CHECK_SAMPLES: usize = 3;
+/// The same with `--sweep`: a reference at 1M tokens costs host seconds per head, and a sweep
+/// has nine lengths.
+const SWEEP_CHECK_SAMPLES: usize = 1;
 
-/// `entkv bench --bundle PATH [--workload W] [--n N,…] [--methods M,…] [--iters I] [--out F]`.
+/// The context lengths of `--sweep` (BENCH.md's sweep for plots): 4k, 8k, … 512k, 1M tokens.
+pub const SWEEP_N: [u64; 9] = [
+    4_096, 8_192, 16_384, 32_768, 65_536, 131_072, 262_144, 524_288, 1_048_576,
+];
+
+/// `entkv bench --bundle PATH [--workload W] [--n N,… | --sweep] [--methods M,…] [--iters I]
+/// [--no-defaults] [--check-samples S] [--out F]`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Bundle directory or .entkvb file; it must hold the workload's spec.
@@ -38,9 +51,19 @@ pub struct BenchArgs {
     /// Context lengths (tokens per sequence), comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = vec![32_768u64, 131_072, 1_048_576])]
     pub n: Vec<u64>,
-    /// Methods, comma-separated: dense, topk (a quarter of the pages), gaussian, certified.
+    /// Time the sweep's lengths instead of --n: 4k, 8k, 16k, 32k, 64k, 128k, 256k, 512k, 1M.
+    #[arg(long, conflicts_with = "n")]
+    pub sweep: bool,
+    /// Methods, comma-separated: dense, topk (a quarter of the pages), gaussian, certified,
+    /// softmax-topk (the Quest baseline: top-k's selection, softmax over the selected pages).
     #[arg(long, value_delimiter = ',', default_values = ["dense", "topk", "gaussian", "certified"])]
     pub methods: Vec<String>,
+    /// Time the bundle as it is only, not also its default rows (half the device time).
+    #[arg(long)]
+    pub no_defaults: bool,
+    /// Heads per step checked against the float64 reference [default: 3, 1 with --sweep].
+    #[arg(long)]
+    pub check_samples: Option<usize>,
     /// Timed runs per variant (after the warm-up).
     #[arg(long, default_value_t = 50)]
     pub iters: usize,
@@ -146,6 +169,26 @@ impl BenchWorkload {
     }
 }
 
+impl BenchArgs {
+    /// The context lengths to time: the sweep's or --n.
+    pub fn lengths(&self) -> Vec<u64> {
+        if self.sweep {
+            SWEEP_N.to_vec()
+        } else {
+            self.n.clone()
+        }
+    }
+
+    /// Heads per step checked against the reference.
+    pub fn samples(&self) -> usize {
+        self.check_samples.unwrap_or(if self.sweep {
+            SWEEP_CHECK_SAMPLES
+        } else {
+            CHECK_SAMPLES
+        })
+    }
+}
+
 /// A method as named on the command line (the top-k budget depends on the length).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MethodName {
@@ -153,30 +196,88 @@ pub enum MethodName {
     TopK,
     Gaussian,
     Certified,
+    /// The Quest baseline: the engine's top-k selection, then softmax over the selected pages.
+    SoftmaxTopK,
 }
 
 impl MethodName {
+    pub const ALL: [MethodName; 5] = [
+        MethodName::Dense,
+        MethodName::TopK,
+        MethodName::Gaussian,
+        MethodName::Certified,
+        MethodName::SoftmaxTopK,
+    ];
+
     pub fn parse(s: &str) -> Result<MethodName> {
-        Ok(match s.trim() {
-            "dense" => MethodName::Dense,
-            "topk" => MethodName::TopK,
-            "gaussian" => MethodName::Gaussian,
-            "certified" => MethodName::Certified,
-            other => bail!("unknown method `{other}` (dense, topk, gaussian, certified)"),
-        })
+        let s = s.trim();
+        MethodName::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .with_context(|| {
+                let names: Vec<&str> = MethodName::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown method `{s}` ({})", names.join(", "))
+            })
     }
 
-    /// The method for caches of `max_pages` pages per sequence (top-k keeps a quarter of the
-    /// pages, at least one, as in BENCH.md).
+    /// The name on the command line and in the records.
+    pub fn name(self) -> &'static str {
+        match self {
+            MethodName::Dense => "dense",
+            MethodName::TopK => "topk",
+            MethodName::Gaussian => "gaussian",
+            MethodName::Certified => "certified",
+            MethodName::SoftmaxTopK => "softmax-topk",
+        }
+    }
+
+    /// The engine method that runs (the selection, for the softmax baseline) for caches of
+    /// `max_pages` pages per sequence (top-k keeps a quarter of the pages, at least one, as in
+    /// BENCH.md).
     pub fn method(self, max_pages: u32) -> Method {
         match self {
             MethodName::Dense => Method::Dense,
-            MethodName::TopK => Method::TopK {
+            MethodName::TopK | MethodName::SoftmaxTopK => Method::TopK {
                 budget_pages: (max_pages / 4).max(1),
             },
             MethodName::Gaussian => Method::Gaussian,
             MethodName::Certified => Method::Certified,
         }
+    }
+
+    /// The label in tables: `topk(512)`, `softmax-topk(512)`, ….
+    pub fn label(self, max_pages: u32) -> String {
+        match self {
+            MethodName::SoftmaxTopK => format!("softmax-{}", method_label(self.method(max_pages))),
+            m => method_label(m.method(max_pages)),
+        }
+    }
+
+    /// Bytes a step must move (`crate::record::step_bytes`), from what the step reported.
+    pub fn bytes(self, sizes: &StepSizes, t: &StepTraffic) -> Result<u64> {
+        let selected = || t.selected_pages.context("the step reported no selection");
+        Ok(match self {
+            MethodName::Dense => step_bytes::dense(sizes, t.support_rows),
+            MethodName::TopK => step_bytes::topk(sizes, selected()?, t.support_rows),
+            MethodName::Gaussian => step_bytes::gaussian(sizes, selected()?, t.support_rows),
+            MethodName::Certified => step_bytes::certified(
+                sizes,
+                t.kept_rows.context("the step reported no `kept`")?,
+                t.support_rows,
+            ),
+            MethodName::SoftmaxTopK => step_bytes::softmax_topk(sizes, selected()?),
+        })
+    }
+
+    /// The fraction of the cache a step kept: pages for the selectors, tokens for certified.
+    pub fn kept(self, sizes: &StepSizes, t: &StepTraffic) -> Result<f64> {
+        Ok(match self {
+            MethodName::Dense => 1.0,
+            MethodName::Certified => {
+                sizes.token_fraction(t.kept_rows.context("the step reported no `kept`")?)
+            }
+            _ => sizes.page_fraction(t.selected_pages.context("the step reported no selection")?),
+        })
     }
 }
 
@@ -240,10 +341,10 @@ pub struct BenchRow {
     pub iters: usize,
     /// The bundle as it is.
     pub bundle: Stats,
-    /// The bundle's default rows only.
-    pub defaults: Stats,
+    /// The bundle's default rows only (`None` with `--no-defaults`).
+    pub defaults: Option<Stats>,
     /// Default median over bundle median.
-    pub speedup: f64,
+    pub speedup: Option<f64>,
     /// Step rows: largest relative error of the sampled heads over both variants, and whether
     /// both matched the reference.
     pub max_rel_err: Option<f64>,
@@ -257,6 +358,8 @@ pub struct BenchReport {
     pub workload: BenchWorkload,
     pub environment: Environment,
     pub rows: Vec<BenchRow>,
+    /// One BENCH.md record per (method, n): the whole step with the bundle as it is.
+    pub records: Vec<TimingRecord>,
 }
 
 impl BenchReport {
@@ -265,8 +368,13 @@ impl BenchReport {
         self.rows.iter().all(|r| r.checked != Some(false))
     }
 
-    /// One aligned line per row.
+    /// One aligned line per row, then one per record.
     pub fn table(&self) -> String {
+        format!("{}\n{}", self.rows_table(), records_table(&self.records))
+    }
+
+    /// One aligned line per row.
+    fn rows_table(&self) -> String {
         let head = [
             "n",
             "method",
@@ -293,8 +401,8 @@ impl BenchReport {
                         "{:.4}/{:.4}/{:.4}",
                         r.bundle.median_ms, r.bundle.min_ms, r.bundle.p90_ms
                     ),
-                    format!("{:.4}", r.defaults.median_ms),
-                    format!("{:.2}x", r.speedup),
+                    r.defaults.map_or("-".into(), |d| format!("{:.4}", d.median_ms)),
+                    r.speedup.map_or("-".into(), |x| format!("{x:.2}x")),
                     match (r.checked, r.max_rel_err) {
                         (Some(true), Some(e)) => format!("ok ({e:.1e})"),
                         (Some(false), Some(e)) => format!("FAIL ({e:.1e})"),
@@ -332,6 +440,7 @@ fn interleaved(
 
 /// Run `entkv bench`: check the arguments and the bundle (no GPU needed for that), then time.
 pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
+    let t0 = std::time::Instant::now();
     let w = BenchWorkload::named(&args.workload)?;
     let methods = args
         .methods
@@ -339,17 +448,27 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
         .map(|m| MethodName::parse(m))
         .collect::<Result<Vec<_>>>()?;
     ensure!(!methods.is_empty(), "--methods is empty");
+    let lengths = args.lengths();
     ensure!(
-        !args.n.is_empty() && args.n.iter().all(|&n| n >= 1),
+        !lengths.is_empty() && lengths.iter().all(|&n| n >= 1),
         "--n needs lengths ≥ 1"
     );
     ensure!(args.iters >= 1, "--iters must be ≥ 1");
+    let samples = args.samples();
+    ensure!(
+        samples >= 1,
+        "--check-samples must be ≥ 1 (every timed step is checked)"
+    );
     let bundle = Arc::new(
         Bundle::open(&args.bundle)
             .with_context(|| format!("cannot open bundle {}", args.bundle.display()))?,
     );
     let spec = require_spec(&bundle, &args.bundle, &w)?;
-    let defaults = Arc::new(default_rows_only(&bundle)?);
+    // variants[0] is the bundle as it is, variants[1] (unless --no-defaults) its default rows.
+    let mut variants = vec![bundle.clone()];
+    if !args.no_defaults {
+        variants.push(Arc::new(default_rows_only(&bundle)?));
+    }
     if let Some(reason) = gpu_unavailable_reason() {
         bail!("`entkv bench` times the bundle on the GPU, and there is no usable GPU: {reason}");
     }
@@ -357,9 +476,13 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
     let environment = Environment::detect(Some(&gpu), commit);
     let modules = ModuleCache::new();
     let mut kernels = Kernels::new(&gpu);
+    // The softmax baseline's decode kernels, generated on first use.
+    let mut functions = FunctionCache::new(&gpu);
     let mut timer = GpuTimer::new(&gpu)?;
     let mut rows = Vec::new();
-    for &n in &args.n {
+    let mut records = Vec::new();
+    let elapsed = || format!("[{:7.1} s]", t0.elapsed().as_secs_f64());
+    for &n in &lengths {
         let tiers: Vec<String> = KernelFamily::ALL
             .into_iter()
             .filter_map(|f| {
@@ -369,7 +492,7 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                     .map(|r| format!("{f} {} {}", r.tier, r.row.tile.tag()))
             })
             .collect();
-        eprintln!("n = {n}: {}", tiers.join("; "));
+        eprintln!("{} n = {n}: {}", elapsed(), tiers.join("; "));
         let new_cache = |kernels: &mut Kernels, seed| {
             EngineCache::new(&gpu, kernels, spec, w.batch, w.kv_heads, n, seed)
                 .with_context(|| format!("generating the {} cache at n = {n}", w.name))
@@ -381,13 +504,16 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             caches.push(new_cache(&mut kernels, 7 + i as u64)?);
         }
         let max_pages = caches[0].paper.shape.max_pages;
+        let sizes = StepSizes::of(&spec, w.batch, w.kv_heads, n);
+        // The metadata build is the same for every method: its stage is timed once per length.
+        let mut meta_timed = false;
         for &m in &methods {
             let method = m.method(max_pages);
-            let label = method_label(method);
-            eprintln!("timing {label} at n = {n} ({copies} cache copies)");
-            // sessions[variant][copy]: variant 0 is the bundle, 1 its default rows.
+            let label = m.label(max_pages);
+            eprintln!("{} timing {label} at n = {n} ({copies} cache copies)", elapsed());
+            // sessions[variant][copy].
             let mut sessions: Vec<Vec<Session>> = Vec::new();
-            for b in [&bundle, &defaults] {
+            for b in &variants {
                 let mut per_copy = Vec::new();
                 for cache in caches.iter_mut() {
                     let dec =
@@ -404,18 +530,37 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                     cache.run(&gpu, s)?;
                 }
             }
+            let softmax = match (m, method) {
+                (MethodName::SoftmaxTopK, Method::TopK { budget_pages }) => {
+                    let sm = SoftmaxTopk::new(&gpu, &caches[0], budget_pages)?;
+                    for cache in caches.iter_mut() {
+                        sm.prepare(&gpu, cache)?;
+                    }
+                    Some(sm)
+                }
+                _ => None,
+            };
             let mut max_rel = 0.0f64;
             let mut checked = true;
             for per_copy in &sessions {
-                let c = caches[0].check(&gpu, &per_copy[0], CHECK_SAMPLES)?;
-                max_rel = max_rel.max(c.max_rel_err);
-                checked &= c.passed;
+                let (err, ok) = match &softmax {
+                    Some(sm) => sm.check(&mut functions, &gpu, &mut caches[0], &per_copy[0], samples)?,
+                    None => {
+                        let c = caches[0].check(&gpu, &per_copy[0], samples)?;
+                        (c.max_rel_err, c.passed)
+                    }
+                };
+                max_rel = max_rel.max(err);
+                checked &= ok;
             }
+            // What the bundle's step read and kept, from its checked run.
+            let traffic = caches[0].traffic(&sessions[0][0])?;
             let plan = sessions[0][0].step.plan();
-            let default_plan = sessions[1][0].step.plan();
+            let default_plan = sessions.get(1).map(|d| d[0].step.plan());
             let chosen = |p: &'_ StepPlan, f: KernelFamily| p.kernels.iter().find(|k| k.family == f).cloned();
             let row = |stage: String, tier: String, tile: String, default_tile: String, t: &[Vec<f64>]| {
-                let (b, d) = (Stats::of(&t[0]), Stats::of(&t[1]));
+                let b = Stats::of(&t[0]);
+                let d = t.get(1).map(|d| Stats::of(d));
                 BenchRow {
                     env: environment.clone(),
                     workload: w.name.into(),
@@ -426,19 +571,39 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                     tile,
                     default_tile,
                     iters: args.iters,
-                    speedup: d.median_ms / b.median_ms,
+                    speedup: d.map(|d| d.median_ms / b.median_ms),
                     bundle: b,
                     defaults: d,
                     max_rel_err: None,
                     checked: None,
                 }
             };
-            let t = interleaved(2, copies, args.warmup, args.iters, |v, c| {
-                caches[c].time_step(&gpu, &sessions[v][c], &mut timer)
-            })?;
+            let t = interleaved(
+                variants.len(),
+                copies,
+                args.warmup,
+                args.iters,
+                |v, c| match &softmax {
+                    Some(sm) => sm.time(
+                        &mut functions,
+                        &gpu,
+                        &caches[c],
+                        &sessions[v][c],
+                        &mut timer,
+                        true,
+                    ),
+                    None => caches[c].time_step(&gpu, &sessions[v][c], &mut timer),
+                },
+            )?;
+            let bytes = m.bytes(&sizes, &traffic)?;
+            let mut record =
+                crate::paper::record(&environment, w.name, m.name(), &caches[0].paper, &t[0], bytes);
+            record.pages_kept = Some(m.kept(&sizes, &traffic)?);
+            records.push(record);
             let tiers = plan
                 .kernels
                 .iter()
+                .filter(|k| softmax.is_none() || k.family != KernelFamily::DecodeSparse)
                 .map(|k| format!("{}={}", k.family, k.tier))
                 .collect::<Vec<_>>()
                 .join(",");
@@ -447,7 +612,29 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                 checked: Some(checked),
                 ..row("step".into(), tiers, String::new(), String::new(), &t)
             });
+            if let Some(sm) = &softmax {
+                // Its selection stages are top-k's; only the decode is its own.
+                let t = interleaved(variants.len(), copies, args.warmup, args.iters, |v, c| {
+                    sm.time(
+                        &mut functions,
+                        &gpu,
+                        &caches[c],
+                        &sessions[v][c],
+                        &mut timer,
+                        false,
+                    )
+                })?;
+                let tile = entkv_abi::SoftmaxTopkTile::default_for(&spec).tag();
+                rows.push(row(SoftmaxTopk::STAGE.into(), "-".into(), tile.clone(), tile, &t));
+                continue;
+            }
             for &family in method.families() {
+                if family == KernelFamily::PageMeta {
+                    if meta_timed {
+                        continue;
+                    }
+                    meta_timed = true;
+                }
                 let calls: Vec<Vec<Vec<BoundCall>>> = sessions
                     .iter()
                     .map(|per_copy| {
@@ -458,10 +645,10 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                             .collect::<Result<Vec<_>>>()
                     })
                     .collect::<Result<_>>()?;
-                let t = interleaved(2, copies, args.warmup, args.iters, |v, c| {
+                let t = interleaved(variants.len(), copies, args.warmup, args.iters, |v, c| {
                     caches[c].time_calls(&gpu, &sessions[v][c], &calls[v][c], &mut timer)
                 })?;
-                let (ours, default) = (chosen(plan, family), chosen(default_plan, family));
+                let (ours, default) = (chosen(plan, family), default_plan.and_then(|p| chosen(p, family)));
                 rows.push(row(
                     family.to_string(),
                     ours.as_ref().map_or("-".into(), |k| k.tier.to_string()),
@@ -472,11 +659,13 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             }
         }
     }
+    eprintln!("{} done", elapsed());
     Ok(BenchReport {
         bundle: args.bundle.display().to_string(),
         workload: w,
         environment,
         rows,
+        records,
     })
 }
 
@@ -487,4 +676,100 @@ pub fn write_json(report: &BenchReport, path: &Path) -> Result<()> {
     }
     std::fs::write(path, serde_json::to_string_pretty(report)?)
         .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        Cli::try_parse_from(["bench", "--bundle", "B"].iter().chain(args)).map(|c| c.bench)
+    }
+
+    #[test]
+    fn flags_parse() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.lengths(), vec![32_768, 131_072, 1_048_576]);
+        assert_eq!((a.samples(), a.no_defaults, a.sweep), (3, false, false));
+        let a = parse(&["--sweep", "--no-defaults", "--iters", "20"]).unwrap();
+        assert_eq!(a.lengths(), SWEEP_N.to_vec());
+        assert_eq!((a.samples(), a.no_defaults, a.iters), (1, true, 20));
+        assert_eq!(parse(&["--sweep", "--check-samples", "2"]).unwrap().samples(), 2);
+        assert_eq!(parse(&["--n", "4096,8192"]).unwrap().lengths(), vec![4096, 8192]);
+        assert!(parse(&["--sweep", "--n", "4096"]).is_err());
+        assert_eq!(SWEEP_N.first(), Some(&4096));
+        assert_eq!(SWEEP_N.last(), Some(&(1 << 20)));
+    }
+
+    #[test]
+    fn method_names() {
+        for m in MethodName::ALL {
+            assert_eq!(MethodName::parse(m.name()).unwrap(), m);
+        }
+        assert_eq!(
+            MethodName::parse(" softmax-topk").unwrap(),
+            MethodName::SoftmaxTopK
+        );
+        let e = MethodName::parse("quest").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown method `quest`") && e.contains("softmax-topk"),
+            "{e}"
+        );
+        // The baseline selects with top-k's budget; labels say which decode runs.
+        assert_eq!(
+            MethodName::SoftmaxTopK.method(2048),
+            MethodName::TopK.method(2048)
+        );
+        assert_eq!(MethodName::SoftmaxTopK.label(2048), "softmax-topk(512)");
+        assert_eq!(MethodName::TopK.label(2048), "topk(512)");
+    }
+
+    /// Each method's bytes and kept fraction come from the counts it reports; a missing count
+    /// is an error, not a zero.
+    #[test]
+    fn bytes_and_kept_per_method() {
+        let spec = BenchWorkload::named("paper").unwrap().spec().unwrap();
+        let s = StepSizes::of(&spec, 8, 24, 32_768);
+        let t = StepTraffic {
+            support_rows: 1000,
+            selected_pages: Some(8 * 24 * 513),
+            kept_rows: Some(5000),
+        };
+        assert_eq!(
+            MethodName::Dense.bytes(&s, &t).unwrap(),
+            step_bytes::dense(&s, 1000)
+        );
+        assert_eq!(
+            MethodName::TopK.bytes(&s, &t).unwrap(),
+            step_bytes::topk(&s, 8 * 24 * 513, 1000)
+        );
+        assert_eq!(
+            MethodName::SoftmaxTopK.bytes(&s, &t).unwrap(),
+            step_bytes::softmax_topk(&s, 8 * 24 * 513)
+        );
+        assert_eq!(
+            MethodName::Certified.bytes(&s, &t).unwrap(),
+            step_bytes::certified(&s, 5000, 1000)
+        );
+        assert_eq!(MethodName::Dense.kept(&s, &t).unwrap(), 1.0);
+        assert_eq!(MethodName::TopK.kept(&s, &t).unwrap(), 513.0 / 2048.0);
+        assert_eq!(
+            MethodName::Certified.kept(&s, &t).unwrap(),
+            5000.0 / (8.0 * 24.0 * 32_768.0)
+        );
+        let none = StepTraffic {
+            selected_pages: None,
+            kept_rows: None,
+            ..t
+        };
+        assert!(MethodName::Gaussian.bytes(&s, &none).is_err());
+        assert!(MethodName::Certified.kept(&s, &none).is_err());
+    }
 }

@@ -378,14 +378,36 @@ impl DeviceProgram {
         calls: &[entkv_kernels::program::Call],
         stream: RawStream,
     ) -> Result<()> {
+        // SAFETY: no external buffers; every name binds to one of `self`'s allocations.
+        unsafe { self.launch_calls_with(cache, calls, stream, &[]) }
+    }
+
+    /// [`DeviceProgram::launch_calls`] with the buffers named in `external` bound to the given
+    /// device addresses instead of `self`'s: how a pipeline of `entkv_kernels::pipelines` reads
+    /// what another launcher wrote in its own memory (e.g. a selection in a runtime decoder's
+    /// workspace) without a copy.
+    ///
+    /// # Safety
+    /// Every address in `external` must point to a live allocation of the element type and
+    /// length the calls' kernels expect under that name, until the launches complete.
+    pub unsafe fn launch_calls_with(
+        &self,
+        cache: &mut FunctionCache,
+        calls: &[entkv_kernels::program::Call],
+        stream: RawStream,
+        external: &[(&str, u64)],
+    ) -> Result<()> {
         for c in calls {
             let mut args = Vec::with_capacity(c.args.len());
             for a in &c.args {
                 args.push(match a {
-                    ArgRef::Buf(name) => match self.buffers.get(name) {
-                        Some((b, _, _)) => b.arg(),
-                        None => anyhow::bail!("{}: no device buffer `{name}`", c.kernel.name),
-                    },
+                    ArgRef::Buf(name) => {
+                        match (external.iter().find(|(n, _)| n == name), self.buffers.get(name)) {
+                            (Some(&(_, ptr)), _) => KernelArg::Ptr(ptr),
+                            (None, Some((b, _, _))) => b.arg(),
+                            (None, None) => anyhow::bail!("{}: no device buffer `{name}`", c.kernel.name),
+                        }
+                    }
                     ArgRef::I32(v) => KernelArg::I32(*v),
                     ArgRef::U32(v) => KernelArg::U32(*v),
                     ArgRef::I64(v) => KernelArg::I64(*v),
@@ -395,8 +417,8 @@ impl DeviceProgram {
             let f = cache.get(&c.kernel)?;
             // SAFETY: the calls come from `entkv_kernels::pipelines` (or a checked Program),
             // whose buffer names are bound here to allocations of the element type and length
-            // each kernel was built for; the buffers outlive the launch (callers synchronise
-            // before dropping `self`).
+            // each kernel was built for (`external` ones by the caller's contract); the buffers
+            // outlive the launch (callers synchronise before dropping `self`).
             unsafe { launch(f, &c.geometry, stream, &args)? };
         }
         Ok(())

@@ -9,13 +9,14 @@ use entkv_abi::{Elem, KernelFamily, PagedShape, PagedSpec};
 use entkv_kernels::check::{compare, DenseCheck, DenseOutputs};
 use entkv_kernels::decode_checks::selected_reference;
 use entkv_kernels::paged_data::{paged_reference, PagedCase, PagedInputs};
+use entkv_kernels::pipelines::{softmax_topk_pipeline, Pipeline};
 use entkv_runtime::engine::{
     BoundCall, DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, Method, Problem, Step,
 };
-use entkv_runtime::{DeviceBuffer, Gpu, GpuTimer};
+use entkv_runtime::{DeviceBuffer, Gpu, GpuTimer, RawStream};
 
-use crate::device::Kernels;
-use crate::paper::{PaperCache, Selection};
+use crate::device::{FunctionCache, Kernels};
+use crate::paper::{PaperCache, Selection, SOFTMAX_REL_TOL};
 
 /// The workload's cache on the device plus the regions a decoder needs.
 pub struct EngineCache {
@@ -30,6 +31,155 @@ pub struct Session {
     pub decoder: Decoder,
     pub step: Step,
     workspace: DeviceBuffer<u8>,
+}
+
+impl Session {
+    /// The 32-bit words of workspace slot `name` after the last step (`None` when the
+    /// method's layout has no such slot).
+    pub fn slot(&self, name: &str) -> Result<Option<Vec<u32>>> {
+        slot_words(&self.workspace, self.decoder.planner().workspace_layout(), name)
+    }
+
+    /// Device address of workspace slot `name`.
+    fn slot_ptr(&self, name: &str) -> Result<u64> {
+        let slot = self
+            .decoder
+            .planner()
+            .workspace_layout()
+            .get(name)
+            .with_context(|| format!("workspace has no `{name}`"))?;
+        Ok(self.workspace.device_ptr() + slot.offset)
+    }
+}
+
+/// What one step read and kept, summed over the batch (see `crate::record::step_bytes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepTraffic {
+    /// The `support` slot summed over query heads.
+    pub support_rows: u64,
+    /// `sel_count` summed over (sequence, KV head): page selectors only.
+    pub selected_pages: Option<u64>,
+    /// Certified-exact's `kept` slot summed over query heads.
+    pub kept_rows: Option<u64>,
+}
+
+/// The softmax top-k (Quest) baseline on an [`EngineCache`]: the engine's own top-k selection
+/// (the `page_score_box` and `select_topk` launches of a `Method::TopK` session, with the
+/// bundle's rows) followed by the softmax decode of
+/// `entkv_kernels::pipelines::softmax_topk_pipeline` (default tile, generated and loaded here:
+/// bundles hold no softmax family), which reads the selection in place in the session's
+/// workspace. So the baseline and entmax top-k keep the same pages and differ only in the
+/// decode, as in the paper's comparison. The decode's kernels are loaded through the caller's
+/// [`FunctionCache`]: they depend on the spec and tile only, so one compilation serves every
+/// length.
+pub struct SoftmaxTopk {
+    decode: Pipeline,
+}
+
+impl SoftmaxTopk {
+    /// The decode for `cache`'s shape and the top-k session's `budget_pages`.
+    pub fn new(gpu: &Gpu, cache: &EngineCache, budget_pages: u32) -> Result<SoftmaxTopk> {
+        let (spec, shape) = (&cache.paper.spec, &cache.paper.shape);
+        Ok(SoftmaxTopk {
+            decode: softmax_topk_pipeline(spec, shape, budget_pages as i32, gpu.info().sm_count)?,
+        })
+    }
+
+    /// Allocate the decode's partials and output in `cache` (poisoned).
+    pub fn prepare(&self, gpu: &Gpu, cache: &mut EngineCache) -> Result<()> {
+        cache.paper.prepare(gpu, &self.decode)
+    }
+
+    /// Launch on `stream`: the selection of `s` (a `Method::TopK` session on `cache`) first
+    /// when `select`, then the softmax decode; without `select` the decode reads the last
+    /// selection (the decode stage alone).
+    pub fn launch(
+        &self,
+        fns: &mut FunctionCache,
+        cache: &EngineCache,
+        s: &Session,
+        stream: RawStream,
+        select: bool,
+    ) -> Result<()> {
+        if select {
+            let calls: Vec<BoundCall> = s
+                .step
+                .plan()
+                .calls
+                .iter()
+                .filter(|c| matches!(c.family, KernelFamily::PageScoreBox | KernelFamily::SelectTopk))
+                .cloned()
+                .collect();
+            anyhow::ensure!(
+                [KernelFamily::PageScoreBox, KernelFamily::SelectTopk]
+                    .iter()
+                    .all(|f| calls.iter().any(|c| c.family == *f)),
+                "not a top-k step: it has no page_score_box or select_topk launch"
+            );
+            // SAFETY: the buffers describe `cache`'s allocations and the session's workspace.
+            unsafe {
+                s.decoder
+                    .launch_bound(s.step.plan(), &calls, stream, &cache.buffers(&s.workspace))?
+            };
+        }
+        let external = [
+            ("sel_pages", s.slot_ptr("sel_pages")?),
+            ("sel_count", s.slot_ptr("sel_count")?),
+        ];
+        // SAFETY: `sel_pages` [batch, kv_heads, max_pages] and `sel_count` [batch, kv_heads]
+        // (i32) are the session's slots, sized by the planner for this cache's shape, which the
+        // pipeline was planned for; the workspace outlives the launches (callers synchronise).
+        unsafe {
+            cache
+                .paper
+                .dev
+                .launch_calls_with(fns, &self.decode.calls, stream, &external)
+        }
+    }
+
+    /// CUDA-event time (ms) of one [`SoftmaxTopk::launch`].
+    pub fn time(
+        &self,
+        fns: &mut FunctionCache,
+        gpu: &Gpu,
+        cache: &EngineCache,
+        s: &Session,
+        timer: &mut GpuTimer,
+        select: bool,
+    ) -> Result<f64> {
+        let stream = gpu.stream_raw();
+        // SAFETY: the stream is the Gpu's own.
+        unsafe { timer.record_start(stream)? };
+        self.launch(fns, cache, s, stream, select)?;
+        unsafe { timer.record_end(stream)? };
+        Ok(timer.elapsed_ms()? as f64)
+    }
+
+    /// Run the whole step on a poisoned output and compare `samples` sampled heads with softmax
+    /// attention over their selection in float64: (largest relative error, passed). Every head
+    /// must be finite.
+    pub fn check(
+        &self,
+        fns: &mut FunctionCache,
+        gpu: &Gpu,
+        cache: &mut EngineCache,
+        s: &Session,
+        samples: usize,
+    ) -> Result<(f64, bool)> {
+        self.prepare(gpu, cache)?;
+        self.launch(fns, cache, s, gpu.stream_raw(), true)?;
+        gpu.synchronize()?;
+        let out = cache.paper.dev.get("out")?.to_f64_vec();
+        let sel = cache
+            .selection(s)?
+            .context("the top-k session wrote no selection")?;
+        let worst = cache.paper.check_softmax_selection(&out, samples, &sel)?;
+        let finite = out.iter().all(|x| x.is_finite());
+        Ok((worst, finite && worst <= SOFTMAX_REL_TOL))
+    }
+
+    /// The decode stage's name in tables (it is no bundle family).
+    pub const STAGE: &'static str = "decode_softmax_topk";
 }
 
 impl EngineCache {
@@ -160,24 +310,43 @@ impl EngineCache {
 
     /// Output, τ and support of the last step, and its selection (sparse methods).
     pub fn outputs(&self, s: &Session) -> Result<(DenseOutputs, Option<Selection>)> {
-        let layout = s.decoder.planner().workspace_layout();
-        let slot = |name: &str| slot_words(&s.workspace, layout, name);
         let heads = self.out.len() / self.paper.spec.decode.head_dim as usize;
-        let tau = slot("tau")?.context("workspace has no `tau`")?;
-        let support = slot("support")?.context("workspace has no `support`")?;
+        let tau = s.slot("tau")?.context("workspace has no `tau`")?;
+        let support = s.slot("support")?.context("workspace has no `support`")?;
         let got = DenseOutputs {
             out: self.out.to_host()?.into_iter().map(f64::from).collect(),
             tau: tau[..heads].iter().map(|&b| f32::from_bits(b) as f64).collect(),
             support: support[..heads].iter().map(|&s| s as i32 as i64).collect(),
         };
-        let sel = match (slot("sel_pages")?, slot("sel_count")?) {
+        Ok((got, self.selection(s)?))
+    }
+
+    /// The selection of `s`'s last step (`None` for methods that select no pages).
+    pub fn selection(&self, s: &Session) -> Result<Option<Selection>> {
+        Ok(match (s.slot("sel_pages")?, s.slot("sel_count")?) {
             (Some(p), Some(c)) => Some(Selection {
                 pages: p.into_iter().map(|v| v as i32).collect(),
                 count: c.into_iter().map(|v| v as i32).collect(),
             }),
             _ => None,
+        })
+    }
+
+    /// What `s`'s last step read and kept, summed over the batch: the inputs of the byte model
+    /// (`crate::record::step_bytes`) and of the kept fraction.
+    pub fn traffic(&self, s: &Session) -> Result<StepTraffic> {
+        let sh = &self.paper.shape;
+        let kv_rows = (sh.batch * sh.kv_heads) as usize;
+        let heads = kv_rows * self.paper.spec.decode.group as usize;
+        let sum = |name: &str, len: usize| -> Result<Option<u64>> {
+            Ok(s.slot(name)?
+                .map(|w| w[..len].iter().map(|&v| (v as i32).max(0) as u64).sum()))
         };
-        Ok((got, sel))
+        Ok(StepTraffic {
+            support_rows: sum("support", heads)?.context("workspace has no `support`")?,
+            selected_pages: sum("sel_count", kv_rows)?,
+            kept_rows: sum("kept", heads)?,
+        })
     }
 
     /// Run the step on a NaN-poisoned output (a head it fails to write cannot pass) and read

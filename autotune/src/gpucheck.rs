@@ -555,7 +555,7 @@ fn paper_paged(
             let out = pc.dev.get("out")?.to_f64_vec();
             let worst = pc.check_softmax_sampled(&out, opts.sampled_heads)?;
             (
-                worst <= 1e-4,
+                worst <= crate::paper::SOFTMAX_REL_TOL,
                 format!("vs softmax over the selection: rel err {worst:.2e}"),
                 meta_read + 2 * kv_sel,
             )

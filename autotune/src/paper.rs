@@ -261,21 +261,45 @@ impl PaperCache {
     }
 
     /// Max relative L2 error of sampled heads of `out` against softmax attention over each
-    /// head's selection (the Quest baseline).
+    /// head's selection (the Quest baseline), the selection read back from `sel_pages`/`sel_count`.
     pub fn check_softmax_sampled(&self, out: &[f64], samples: usize) -> Result<f64> {
-        let sel = self.selection()?;
+        self.check_softmax_selection(out, samples, &self.selection()?)
+    }
+
+    /// [`PaperCache::check_softmax_sampled`] against the selection `sel` (wherever it was
+    /// written, e.g. a runtime decoder's workspace); the sampled heads' references are computed
+    /// on one thread each. A head with a non-finite output scores infinity.
+    pub fn check_softmax_selection(&self, out: &[f64], samples: usize, sel: &Selection) -> Result<f64> {
         let d = self.spec.decode.head_dim as usize;
         let q_heads = self.shape.q_heads(&self.spec) as usize;
+        let sample = self.sample(samples);
+        let toks = sample
+            .iter()
+            .map(|&hd| self.selected_tokens(hd, sel))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<Vec<f64>> = std::thread::scope(|s| {
+            let hs: Vec<_> = sample
+                .iter()
+                .zip(&toks)
+                .map(|(&hd, toks)| {
+                    s.spawn(move || {
+                        let (b, h) = (hd / q_heads, hd % q_heads);
+                        let kvh = h / self.spec.decode.group as usize;
+                        let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();
+                        let values: Vec<Vec<f64>> =
+                            toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect();
+                        let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
+                        let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
+                        attend_softmax(&self.q.values[hd * d..][..d], &kr, &vr, &[])
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("reference thread"))
+                .collect()
+        });
         let mut worst = 0.0f64;
-        for hd in self.sample(samples) {
-            let toks = self.selected_tokens(hd, &sel)?;
-            let (b, h) = (hd / q_heads, hd % q_heads);
-            let kvh = h / self.spec.decode.group as usize;
-            let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();
-            let values: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect();
-            let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
-            let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
-            let r = attend_softmax(&self.q.values[hd * d..][..d], &kr, &vr, &[]);
+        for (&hd, r) in sample.iter().zip(&refs) {
             let o = &out[hd * d..][..d];
             let diff = r
                 .iter()
@@ -294,6 +318,10 @@ impl PaperCache {
         Ok(worst)
     }
 }
+
+/// Largest relative L2 error of a softmax top-k output against its float64 reference that
+/// passes; one constant so that `entkv gpu-check` and `entkv bench` judge the baseline alike.
+pub const SOFTMAX_REL_TOL: f64 = 1e-4;
 
 /// Run `pipeline` once (for checking) and then time it; returns the per-step times.
 pub fn run_and_time(

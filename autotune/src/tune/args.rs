@@ -399,10 +399,7 @@ mod tests {
             (DataKind::Normal, 20, 60, false)
         );
         // Timing data is generated on the device; peaked keys are verification data only.
-        let e = parse(&["--alpha", "1.5", "--head-dim", "32", "--data", "peaked"])
-            .err()
-            .expect("peaked refused")
-            .to_string();
+        let e = err(&["--alpha", "1.5", "--head-dim", "32", "--data", "peaked"]);
         assert!(e.contains("verification"), "{e}");
         let st = cli.store_config(Path::new("/tmp/b"));
         assert!(st.resume && st.cache_dir.is_none());

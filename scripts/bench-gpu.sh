@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The benchmark run behind docs/benchmarks.md (../shared/BENCH.md protocol), on an H200 with
+# the `entkv` binary of .gpu/ (scripts/build-gpu-bins.sh; carry .gpu/entkv):
+#   1. the `paper` bundle (untuned: α 1.5, d 32, P 16, f16, group 1) made with `entkv bundle
+#      create` (pure codegen, ~3 s on 2 cores), unless $BUNDLE names one to time instead;
+#   2. `entkv bench --no-defaults` of dense, top-k, Gaussian, certified-exact, then of softmax
+#      top-k, at 32k, 128k and 1M tokens (50 timed steps each, 3 heads checked against float64);
+#   3. the same over the sweep 4k…1M (`--sweep`, 20 timed steps, 1 head checked) for the plot;
+#   4. torch SDPA on the sweep's lengths (they include 32k, 128k, 1M; 50 timed runs each).
+# The softmax baseline runs in processes of its own so that a failure there cannot cost the
+# entmax records (each process writes its JSON at the end). Device time, from
+# results/2026-11-29-autotune (1M: steps of 1–7 ms, ~1 s of cache setup, ~1–2 s of host
+# reference per checked head group): ~25 + 6 s for 2, ~25 + 6 s for 3, ~10 s for 4, ~75 s in
+# all; each phase is killed past its limit (100 s a bench, 90 s SDPA: ≤ 550 s in the worst
+# case). Every phase's wall time goes to phases.txt.
+#
+# A device call brings back only a few files, so everything this writes is packed into ONE file,
+# OUT/bench.tgz; extract it into results/<date>-bench/ and run
+#   python3 scripts/bench_report.py results/<date>-bench
+#
+#   ENTKV_COMMIT=<commit> scripts/bench-gpu.sh [OUT]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-out/bench-gpu}}
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+BIN=${BIN:-.gpu}
+ENTMAX=dense,topk,gaussian,certified
+SWEEP=(4096 8192 16384 32768 65536 131072 262144 524288 1048576)
+export ENTKV_COMMIT=${ENTKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# One JIT cache for both bench processes: the second loads the bundle's modules from it.
+export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$(mktemp -d)} CUDA_CACHE_MAXSIZE=4294967296
+status=0
+# phase LIMIT NAME LOG CMD...: run CMD with stdout+stderr to WORK/LOG, killed after LIMIT s (so a
+# hang cannot keep the results from being packed), and record its wall time.
+phase() {
+  local limit=$1 name=$2 log=$3 t=$SECONDS rc
+  shift 3
+  echo "== $name"
+  timeout -k 5 "$limit" "$@" >"$WORK/$log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  echo "$name: $((SECONDS - t)) s, exit $rc" | tee -a "$WORK/phases.txt"
+  tail -n 25 "$WORK/$log"
+}
+
+chmod +x "$BIN/entkv" 2>/dev/null
+if [ ! -x "$BIN/entkv" ]; then
+  echo "no $BIN/entkv: build it (scripts/build-gpu-bins.sh, or cargo build --release -p entkv-autotune --bin entkv and copy it there) and carry it" >&2
+  exit 1
+fi
+{
+  echo "commit $ENTKV_COMMIT"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+} | tee "$WORK/nvidia-smi.txt"
+
+if [ -z "${BUNDLE:-}" ]; then
+  BUNDLE=$(mktemp -d)/bundle-paper
+  phase 60 "bundle create (paper)" bundle-create.log \
+    "$BIN/entkv" bundle create --alpha 1.5 --head-dim 32 --page-size 16 --group 1 --kv-dtype f16 --out "$BUNDLE"
+fi
+[ -f "$BUNDLE/manifest.json" ] && cp "$BUNDLE/manifest.json" "$WORK/bundle-manifest.json"
+
+for m in entmax softmax; do
+  methods=$ENTMAX suffix=
+  [ $m = softmax ] && methods=softmax-topk suffix=-softmax
+  phase 100 "entkv bench $methods (paper: 32k, 128k, 1M)" "bench-paper$suffix.log" \
+    "$BIN/entkv" bench --bundle "$BUNDLE" --no-defaults --workload paper --n 32768,131072,1048576 \
+    --methods "$methods" --out "$WORK/bench-paper$suffix.json"
+done
+for m in entmax softmax; do
+  methods=$ENTMAX suffix=
+  [ $m = softmax ] && methods=softmax-topk suffix=-softmax
+  phase 100 "entkv bench $methods (paper sweep 4k…1M)" "bench-sweep$suffix.log" \
+    "$BIN/entkv" bench --bundle "$BUNDLE" --no-defaults --workload paper --sweep \
+    --methods "$methods" --iters 20 --warmup 5 --check-samples 1 --out "$WORK/bench-sweep$suffix.json"
+done
+
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  phase 90 "torch SDPA (sweep lengths)" sdpa.log \
+    python3 scripts/sdpa_baseline.py --workload paper --n "${SWEEP[@]}" --out "$WORK/sdpa.json"
+else
+  echo "skipping SDPA: no torch with CUDA" | tee "$WORK/sdpa.log"
+  status=1
+fi
+
+echo "total: $SECONDS s, exit $status" | tee -a "$WORK/phases.txt"
+tar czf "$OUT/bench.tgz" -C "$WORK" .
+tar tzvf "$OUT/bench.tgz"
+exit $status

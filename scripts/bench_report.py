@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Generate docs/benchmarks.md and docs/benchmarks.png from recorded benchmark runs.
+
+    python3 scripts/bench_report.py RESULTS_DIR [RESULTS_DIR ...] [--doc docs/benchmarks.md] [--png docs/benchmarks.png]
+
+Reads every JSON file in the RESULTS_DIRs (and the JSON files inside a `bench.tgz` there, as
+scripts/bench-gpu.sh packs them; subfolders are not read):
+  - `entkv bench --out` reports (`records`: one BENCH.md record per method and length, `rows`:
+    per-kernel stage times),
+  - `entkv gpu-check` reports (`timings`; kept fractions parsed from the `checks` details),
+  - scripts/sdpa_baseline.py outputs (a list of records, method `softmax-sdpa`).
+All share entkv's TimingRecord fields (date, commit, gpu, driver, workload, method, n, iters,
+median/min/p90 ms, bytes, floor_ms). Where several files time the same (workload, method, n), the
+record with the most timed runs wins (the 50-run table beats the 20-run sweep), then the later
+file on the command line. The doc gets, per workload, the medians per method and length, then per
+BENCH.md length (32k, 128k, 1M) medians, time over floor, kept fraction and speedup against torch
+SDPA; then the performance issue's targets with the measured values, met or missed, and where
+missed, where the time goes (the step's kernels when the run timed them; docs/perf-notes.md).
+The figure is step latency against context length per method, SDPA included, log-log, over every
+length recorded (the sweep when there is one). Needs matplotlib for the figure only.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+# Record method names (entkv bench's, gpu-check's, the SDPA script's) -> one key per method.
+METHODS = {
+    "dense": "dense",
+    "entmax-dense-paged": "dense",
+    "entmax-dense": "dense-contiguous",
+    "topk": "topk",
+    "entmax-topk": "topk",
+    "gaussian": "gaussian",
+    "entmax-gaussian": "gaussian",
+    "certified": "certified",
+    "entmax-certified": "certified",
+    "softmax-topk": "softmax-topk",
+    "softmax-sdpa": "sdpa",
+}
+ORDER = ["dense", "topk", "gaussian", "certified", "softmax-topk", "sdpa", "dense-contiguous"]
+LABEL = {
+    "dense": "entmax dense",
+    "topk": "entmax top-k 25%",
+    "gaussian": "entmax Gaussian",
+    "certified": "certified-exact",
+    "softmax-topk": "softmax top-k 25% (Quest)",
+    "sdpa": "torch SDPA (softmax)",
+    "dense-contiguous": "entmax dense, contiguous cache",
+}
+SPARSE = ["topk", "gaussian", "certified"]
+BENCH_N = [32768, 131072, 1048576]
+CEILING_TBS = 4.28
+PERF_NOTES = {
+    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”",
+    "topk": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes”",
+    "gaussian": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes”",
+    "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried”",
+}
+
+
+def n_label(n):
+    return f"{n // 1048576}M" if n % 1048576 == 0 else f"{n // 1024}k" if n % 1024 == 0 else str(n)
+
+
+def json_files(d):
+    """(label, bytes) of every JSON file in `d` and in `d/bench.tgz` (extracted copies win)."""
+    out = {}
+    for p in sorted(d.glob("*.json")):
+        out[p.name] = (str(p), p.read_bytes())
+    tgz = d / "bench.tgz"
+    if tgz.exists():
+        with tarfile.open(tgz) as t:
+            for m in t.getmembers():
+                name = Path(m.name).name
+                if m.isfile() and name.endswith(".json") and name not in out:
+                    out[name] = (f"{tgz}:{name}", t.extractfile(m).read())
+    return out.values()
+
+
+def kept_from_checks(checks):
+    """{(method, n): fraction} from gpu-check's check details (coverage %, kept % of tokens)."""
+    kept = {}
+    for c in checks:
+        m = re.match(r"(\S+) paper n=(\d+)", c.get("check", ""))
+        if not m or m.group(1) not in METHODS:
+            continue
+        key = (METHODS[m.group(1)], int(m.group(2)))
+        d = c.get("detail", "")
+        cov = re.search(r"coverage ([\d.]+)%", d) or re.search(r"kept ([\d.]+)% of tokens", d)
+        if cov:
+            kept[key] = float(cov.group(1)) / 100
+    return kept
+
+
+def load(dirs):
+    """Every record (with `key`, `source`, `order`), the stage rows of bench reports, the sources."""
+    records, stages, sources = [], [], []
+    for d in map(Path, dirs):
+        if not d.is_dir():
+            sys.exit(f"{d}: not a directory")
+        for label, data in json_files(d):
+            try:
+                doc = json.loads(data)
+            except json.JSONDecodeError:
+                continue
+            kept = {}
+            if isinstance(doc, list):
+                recs, kind = doc, "torch SDPA"
+            elif isinstance(doc, dict) and "records" in doc:
+                recs, kind = doc["records"], "entkv bench"
+                stages += [dict(r, source=label) for r in doc.get("rows", []) if r.get("stage") != "step"]
+            elif isinstance(doc, dict) and "timings" in doc:
+                recs, kind = doc["timings"], "entkv gpu-check"
+                kept = kept_from_checks(doc.get("checks", []))
+            else:
+                continue
+            recs = [r for r in recs if isinstance(r, dict) and METHODS.get(r.get("method")) and "median_ms" in r]
+            if not recs:
+                continue
+            for r in recs:
+                r = dict(r, method=METHODS[r["method"]], source=label, order=len(records))
+                if r.get("pages_kept") is None:
+                    r["pages_kept"] = 1.0 if r["method"] in ("dense", "dense-contiguous", "sdpa") else kept.get((r["method"], r["n"]))
+                records.append(r)
+            first = recs[0]
+            sources.append(dict(file=label, kind=kind, commit=first.get("commit"), date=first.get("date"),
+                                gpu=first.get("gpu"), driver=first.get("driver"), count=len(recs)))
+    if not records:
+        sys.exit(f"no benchmark records in {' '.join(dirs)}")
+    return records, stages, sources
+
+
+def best(records):
+    """{workload: {(method, n): record}}: most timed runs, then the latest file."""
+    out = defaultdict(dict)
+    for r in records:
+        k = (r["method"], r["n"])
+        cur = out[r["workload"]].get(k)
+        if cur is None or (r.get("iters", 0), r["order"]) >= (cur.get("iters", 0), cur["order"]):
+            out[r["workload"]][k] = r
+    return out
+
+
+def stage_times(stages, workload, method, n):
+    """The step's kernels' medians (ms) from a bench report that timed them (metadata build aside:
+    it is not part of the step)."""
+    rows = [s for s in stages if s.get("workload") == workload and s.get("n") == n
+            and re.sub(r"\(.*\)$", "", s.get("method", "")) == method and s.get("stage") != "page_meta"]
+    if not rows:
+        return None
+    # The run with the most timed runs (the 50-run table over the sweep), then the latest.
+    src = max(reversed(rows), key=lambda s: s.get("iters", 0))["source"]
+    return [(s["stage"], s["bundle"]["median_ms"]) for s in rows if s["source"] == src]
+
+
+def fmt_ms(x):
+    return f"{x:.3f}" if x >= 0.01 else f"{x:.4f}"
+
+
+def kept_cell(r):
+    k = r.get("pages_kept")
+    if k is None:
+        return "–"
+    if r["method"] in ("dense", "dense-contiguous", "sdpa"):
+        return "all"
+    if r["method"] == "certified":
+        return f"{100 * k:.4f}% of tokens"
+    return f"{100 * k:.1f}% of pages"
+
+
+def x_floor(r):
+    return r["median_ms"] / r["floor_ms"] if r.get("floor_ms") else None
+
+
+def methods_in(table):
+    present = {m for m, _ in table}
+    return [m for m in ORDER if m in present]
+
+
+def rel(path, doc_dir):
+    file, _, member = path.partition(":")
+    return os.path.relpath(file, doc_dir) + (f" ({member})" if member else "")
+
+
+def targets(table, stages, workload):
+    """Rows (target, measured, status, where the time goes) of the performance issue's targets."""
+    rec = lambda m, n: table.get((m, n))
+    out = []
+
+    def where(m, n):
+        st = stage_times(stages, workload, m, n)
+        kernels = ", ".join(f"{s} {fmt_ms(t)} ms" for s, t in st) if st else None
+        note = PERF_NOTES.get(m)
+        return "; ".join(x for x in [kernels and f"kernels: {kernels}", note and f"see {note}"] if x)
+
+    d, s = rec("dense", 1048576), rec("sdpa", 1048576)
+    if d and s:
+        tbs = d["bytes"] / d["median_ms"] / 1e9
+        ok = d["median_ms"] <= s["median_ms"] and tbs >= 3.6
+        out.append(("dense, 1M: no slower than SDPA and ≥ 3.6 TB/s effective",
+                    f"{fmt_ms(d['median_ms'])} ms vs SDPA {fmt_ms(s['median_ms'])} ms; {tbs:.2f} TB/s",
+                    ok, None if ok else where("dense", 1048576)))
+    else:
+        out.append(("dense, 1M: no slower than SDPA and ≥ 3.6 TB/s effective", "not measured", None, None))
+    for m in SPARSE:
+        for n in (131072, 1048576):
+            r = rec(m, n)
+            name = f"{LABEL[m]}, {n_label(n)}: ≤ 1.3 × its floor"
+            if r and x_floor(r):
+                ok = x_floor(r) <= 1.3
+                out.append((name, f"{x_floor(r):.2f} × ({fmt_ms(r['median_ms'])} ms, floor {fmt_ms(r['floor_ms'])} ms)",
+                            ok, None if ok else where(m, n)))
+            else:
+                out.append((name, "not measured", None, None))
+    for m, factor in (("gaussian", 5), ("certified", 6)):
+        r, s = rec(m, 1048576), rec("sdpa", 1048576)
+        name = f"{LABEL[m]}, 1M: ≥ {factor}× faster than SDPA"
+        if r and s:
+            sp = s["median_ms"] / r["median_ms"]
+            ok = sp >= factor
+            out.append((name, f"{sp:.2f}× ({fmt_ms(r['median_ms'])} ms vs {fmt_ms(s['median_ms'])} ms)",
+                        ok, None if ok else where(m, 1048576)))
+        else:
+            out.append((name, "not measured", None, None))
+    out.append(("certified-exact, `peaked`, 1M: ≥ 8× faster than SDPA",
+                "not measured: `entkv bench` has no device generator for `peaked` keys yet", None, None))
+    d = rec("dense", 32768)
+    name = "auto, 32k: ≤ 0.15 ms"
+    if d:
+        ok = d["median_ms"] <= 0.15
+        out.append((name, f"{fmt_ms(d['median_ms'])} ms — dense's: `Method::Auto` resolves to dense on an "
+                    "untuned bundle (no tuned timings to prefer certified-exact)", ok,
+                    None if ok else where("dense", 32768)))
+    else:
+        out.append((name, "not measured", None, None))
+    return out
+
+
+def write_doc(path, records, stages, sources, png):
+    doc_dir = path.parent
+    by_workload = best(records)
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Generated by scripts/bench_report.py: do not edit by hand, rerun it on the results folders. -->",
+        "",
+        f"Generated by `scripts/bench_report.py` from the files below; every number here comes from them.",
+        "Protocol: BENCH.md (the project's benchmark protocol) — one decode step of the whole batch (scoring, selection,",
+        "the selected KV reads and the output), CUDA events, median of the timed runs after warm-up, inputs",
+        "rotated when they would fit in L2. Floor = bytes the method must move / 4.28 TB/s (the H200's",
+        "measured copy rate); `entkv bench` counts them with the byte model in",
+        "[autotune/src/record.rs](../autotune/src/record.rs) (`step_bytes`: metadata read, the selected K,",
+        "V at the support — K and V for softmax —, q and the output), `entkv gpu-check` records with its",
+        "own near-identical count. “kept” is the fraction of pages a selector kept (tokens for",
+        "certified-exact). “entmax dense” is the paged decode the engine runs (gpu-check's",
+        "contiguous-cache decode is listed apart). To remeasure: `scripts/bench-gpu.sh OUT` on an H200 (it packs everything",
+        "into `OUT/bench.tgz`), extract that into `results/<date>-bench/`, then",
+        "`python3 scripts/bench_report.py results/<date>-bench`.",
+        "",
+        "| file | kind | records | commit | date | GPU | driver |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in sources:
+        lines.append(f"| {rel(s['file'], doc_dir)} | {s['kind']} | {s['count']} | {s['commit']} | {s['date']} "
+                     f"| {s['gpu']} | {s['driver']} |")
+    for workload, table in sorted(by_workload.items()):
+        lines += ["", f"## Targets (`{workload}`)", "",
+                  "| target | measured | status |", "| --- | --- | --- |"]
+        missed = []
+        for name, measured, ok, where in targets(table, stages, workload):
+            status = "met" if ok else "not measured" if ok is None else "**missed**"
+            lines.append(f"| {name} | {measured} | {status} |")
+            if ok is False and where:
+                missed.append(f"- {name}: {where}.")
+        if missed:
+            lines += ["", "Where the time goes, for the missed targets:", ""] + missed
+        methods = methods_in(table)
+        lengths = sorted({n for _, n in table})
+        lines += ["", f"## `{workload}`: median step time (ms)", "",
+                  "| n | " + " | ".join(LABEL[m] for m in methods) + " |",
+                  "| --- |" + " --- |" * len(methods)]
+        for n in lengths:
+            cells = [fmt_ms(table[(m, n)]["median_ms"]) if (m, n) in table else "–" for m in methods]
+            lines.append(f"| {n_label(n)} | " + " | ".join(cells) + " |")
+        for n in [n for n in BENCH_N if n in lengths]:
+            sdpa = table.get(("sdpa", n))
+            lines += ["", f"### `{workload}`, n = {n_label(n)}", "",
+                      "| method | median ms | min | p90 | runs | kept | GB moved | floor ms | × floor | vs SDPA |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for m in methods:
+                r = table.get((m, n))
+                if not r:
+                    continue
+                xf = x_floor(r)
+                vs = f"{sdpa['median_ms'] / r['median_ms']:.2f}×" if sdpa else "–"
+                lines.append(f"| {LABEL[m]} | {fmt_ms(r['median_ms'])} | {fmt_ms(r['min_ms'])} | {fmt_ms(r['p90_ms'])} "
+                             f"| {r.get('iters', '–')} | {kept_cell(r)} | {r['bytes'] / 1e9:.3f} | {fmt_ms(r['floor_ms'])} "
+                             f"| {xf:.2f} | {vs} |" if xf else "| – |")
+    if png:
+        lines += ["", "## Step latency against context length", "",
+                  f"![step latency vs context length]({os.path.relpath(png, doc_dir)})", "",
+                  "Log-log, one line per method over every recorded length (the 4k…1M sweep where there is "
+                  "one; the tables above hold the medians); the gray dotted line is the floor of reading K "
+                  "and V once (SDPA's bytes)."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def plot(png, records, workload="paper"):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no figure", file=sys.stderr)
+        return False
+    table = best(records).get(workload)
+    if not table:
+        return False
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for m in methods_in(table):
+        pts = sorted((n, r["median_ms"]) for (mm, n), r in table.items() if mm == m)
+        ax.plot([n for n, _ in pts], [t for _, t in pts], marker="o", ms=4, label=LABEL[m],
+                ls="--" if m in ("sdpa", "softmax-topk") else "-")
+    kv = sorted((n, r["floor_ms"]) for (m, n), r in table.items() if m == "sdpa")
+    if kv:
+        ax.plot([n for n, _ in kv], [f for _, f in kv], color="gray", ls=":", lw=1, label="K+V floor (4.28 TB/s)")
+    ns = sorted({n for _, n in table})
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(ns)
+    ax.set_xticklabels([n_label(n) for n in ns])
+    ax.minorticks_off()
+    ax.set_xlabel("context length (tokens per sequence)")
+    ax.set_ylabel("decode step (ms, median)")
+    ax.set_title(f"{workload}: batch 8 × 24 heads, d 32, f16, α 1.5 — H200")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("--doc", default="docs/benchmarks.md")
+    ap.add_argument("--png", default="docs/benchmarks.png")
+    a = ap.parse_args()
+    records, stages, sources = load(a.dirs)
+    png = Path(a.png) if plot(a.png, records) else None
+    write_doc(Path(a.doc), records, stages, sources, png)
+    print(f"wrote {a.doc}" + (f" and {a.png}" if png else "") + f" from {len(records)} records")
+
+
+if __name__ == "__main__":
+    main()
