@@ -84,11 +84,7 @@ impl PipelinePlan {
     /// This pipeline followed by `next` (buffers of both, each name once).
     pub fn then(mut self, next: PipelinePlan) -> PipelinePlan {
         self.calls.extend(next.calls);
-        for b in next.buffers {
-            if !self.buffers.iter().any(|x| x.name == b.name) {
-                self.buffers.push(b);
-            }
-        }
+        merge_buffers(&mut self.buffers, next.buffers);
         self
     }
 
@@ -106,6 +102,15 @@ impl PipelinePlan {
     /// Bytes of the buffers the pipeline writes (its workspace and outputs).
     pub fn workspace_bytes(&self) -> u64 {
         self.buffers.iter().map(BufferSpec::bytes).sum()
+    }
+}
+
+/// Append `more` to `buffers`, each name once (the first spec of a name wins).
+pub fn merge_buffers(buffers: &mut Vec<BufferSpec>, more: Vec<BufferSpec>) {
+    for b in more {
+        if !buffers.iter().any(|x| x.name == b.name) {
+            buffers.push(b);
+        }
     }
 }
 

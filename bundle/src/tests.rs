@@ -11,15 +11,7 @@ fn spec() -> PagedSpec {
     spec_g(1)
 }
 
-fn fake_ptx(entries: &[String]) -> String {
-    let mut s = String::from(".version 8.0\n.target sm_90\n.address_size 64\n\n");
-    for e in entries {
-        s.push_str(&format!(
-            ".visible .entry {e}(\n\t.param .u64 {e}_param_0\n)\n{{\n\tret;\n}}\n\n"
-        ));
-    }
-    s
-}
+use crate::stub::stub_ptx as fake_ptx;
 
 fn meta() -> BundleMeta {
     BundleMeta {

@@ -9,8 +9,8 @@ use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use entkv::*;
-use entkv_abi::{DType, DecodeSpec, KernelFamily, PagedSpec};
-use entkv_bundle::{Bucket, BundleMeta, BundleWriter, RowSource, TableRow};
+use entkv_abi::{DType, DecodeSpec, PagedSpec};
+use entkv_bundle::stub::stub_bundle;
 
 // ------------------------------------------------------------------------------------------
 // Helpers
@@ -43,48 +43,13 @@ fn spec() -> PagedSpec {
     PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap()
 }
 
-/// PTX text that declares `entries` (what bundle verification looks for); never loaded.
-fn fake_ptx(entries: &[String]) -> String {
-    let mut s = String::from(".version 8.0\n.target sm_90\n.address_size 64\n\n");
-    for e in entries {
-        s.push_str(&format!(
-            ".visible .entry {e}(\n\t.param .u64 {e}_param_0\n)\n{{\n\tret;\n}}\n\n"
-        ));
-    }
-    s
-}
-
-/// A bundle directory with every family's default row for [`spec`].
+/// A bundle directory with every family's default row for [`spec`] (stub PTX, never loaded).
 fn fake_bundle(t: &TempDir) -> PathBuf {
-    let s = spec();
-    let mut w = BundleWriter::new(BundleMeta {
-        entkv_version: env!("CARGO_PKG_VERSION").into(),
-        llvm_version: "19.1.7".into(),
-        target_sm: 90,
-        ptx_version: "8.0".into(),
-        tuned_on: None,
-        created_unix_s: 1_795_960_980,
-    });
-    w.add_spec(s);
-    for f in KernelFamily::ALL {
-        let tile = f.default_tile(&s);
-        let entries = tile.entries(f, &s).unwrap();
-        let module = format!("{}__{}.ptx", f.name(), s.sketch_tag());
-        w.add_module(&module, fake_ptx(&entries), entries.clone())
-            .unwrap();
-        w.add_row(TableRow {
-            family: f,
-            spec: s.sketch_tag(),
-            bucket: Bucket::Any,
-            tile,
-            module,
-            entries,
-            block_threads: 256,
-            source: RowSource::Default,
-        });
-    }
     let dir = t.0.join("bundle");
-    w.finish().unwrap().write_dir(&dir).unwrap();
+    stub_bundle(&[spec()], Vec::new())
+        .unwrap()
+        .write_dir(&dir)
+        .unwrap();
     dir
 }
 
@@ -223,7 +188,7 @@ fn bundles_open_and_missing_paths_name_the_path() {
     let manifest = dir.join("manifest.json");
     let text = std::fs::read_to_string(&manifest)
         .unwrap()
-        .replace("19.1.7", "19.1.8");
+        .replace("\"llvm_version\": \"stub\"", "\"llvm_version\": \"edited\"");
     std::fs::write(&manifest, text).unwrap();
     // SAFETY: as above.
     let s = unsafe { entkv_bundle_open(cstr(&dir).as_ptr(), &mut b) };

@@ -165,11 +165,7 @@ impl Pipeline {
     /// This pipeline followed by `next` (buffers of both, each name once).
     pub fn then(mut self, next: Pipeline) -> Pipeline {
         self.calls.extend(next.calls);
-        for b in next.buffers {
-            if !self.buffers.iter().any(|x| x.name == b.name) {
-                self.buffers.push(b);
-            }
-        }
+        entkv_abi::pipeline::merge_buffers(&mut self.buffers, next.buffers);
         self
     }
 
