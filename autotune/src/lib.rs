@@ -1,9 +1,9 @@
 //! # entkv-autotune
 //!
-//! Boundary: entkv's command-line front ends — the `entkv` binary (`emit`, `bundle`,
-//! `gpu-check`) and the `autotune` binary — and the code behind them that ties kernels
-//! (entkv-kernels), codegen (entkv-codegen), bundles (entkv-bundle) and the runtime
-//! (entkv-runtime) together. Tile-config search lands here too (issue #5).
+//! Boundary: entkv's command-line front ends — the `entkv` binary (`emit`, `bundle`, `verify`,
+//! `bench`, `quality`, `doctor`, `gpu-check`) and the `autotune` binary (`tune`: the tile-config
+//! search) — and the code behind them that ties kernels (entkv-kernels), codegen
+//! (entkv-codegen), bundles (entkv-bundle) and the runtime's engine (entkv-runtime) together.
 
 pub mod bench;
 pub mod bench_cmd;
