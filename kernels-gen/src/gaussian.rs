@@ -1266,14 +1266,13 @@ fn case(
 ) -> GaussianCheck {
     let decode = DecodeSpec::new(alpha, d, group, dtype).unwrap_or_else(|e| unreachable!("{e}"));
     let spec = PagedSpec::new(decode, page, alibi, 4).unwrap_or_else(|e| unreachable!("{e}"));
-    GaussianCheck::new(PagedCase {
+    GaussianCheck::new(PagedCase::new(
         spec,
-        kv_heads: if group >= 4 { 1 } else { 2 },
-        seq_lens: lens.to_vec(),
-        seed,
+        if group >= 4 { 1 } else { 2 },
+        lens,
         data,
-        spare_pages: 3,
-    })
+        seed,
+    ))
 }
 
 /// The suite's Gaussian-selector checks: every axis value (α 2, 3/2, 4/3, 1.25; d 32/64/128;

@@ -948,17 +948,6 @@ fn paged(d: u32, p: u32, dt: DType, bits: u32) -> PagedSpec {
     PagedSpec::new(decode, p, false, bits).expect("supported page size and sketch width")
 }
 
-fn case(spec: PagedSpec, kv_heads: u32, seq_lens: &[u32], data: KeyData, seed: u64) -> PagedCase {
-    PagedCase {
-        spec,
-        kv_heads,
-        seq_lens: seq_lens.to_vec(),
-        seed,
-        data,
-        spare_pages: 3,
-    }
-}
-
 /// Every metadata check: each head dim, page size, K dtype and sketch width at least once, one-
 /// and multi-warp CTAs, all three runs, odd lengths (one token, one exact page, partial last
 /// pages, different lengths per batch), constant dimensions, ties, ×300 and subnormal keys.
@@ -968,30 +957,48 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     use MetaRun::*;
     let mut v: Vec<MetaCheck> = vec![
         MetaCheck::new(
-            case(paged(32, 16, F16, 4), 2, &[1, 16, 37, 100], Normal, 1),
+            PagedCase::new(paged(32, 16, F16, 4), 2, &[1, 16, 37, 100], Normal, 1),
             Build,
         ),
         MetaCheck::new(
-            case(paged(32, 16, F16, 4), 2, &[16, 37, 64, 1, 48, 15], Normal, 2),
+            PagedCase::new(paged(32, 16, F16, 4), 2, &[16, 37, 64, 1, 48, 15], Normal, 2),
             Update,
         ),
         MetaCheck::new(
-            case(paged(64, 32, BF16, 8), 3, &[64, 33, 96, 32, 7], Peaked, 3),
+            PagedCase::new(paged(64, 32, BF16, 8), 3, &[64, 33, 96, 32, 7], Peaked, 3),
             PrefillThenAppend,
         ),
-        MetaCheck::new(case(paged(128, 64, F16, 8), 2, &[64, 130], Extreme, 4), Build),
-        MetaCheck::new(case(paged(128, 16, BF16, 4), 2, &[32, 16, 20], Ties, 5), Update),
         MetaCheck::new(
-            case(paged(64, 16, F16, 8), 2, &[47, 48, 3], Dominant, 6),
+            PagedCase::new(paged(128, 64, F16, 8), 2, &[64, 130], Extreme, 4),
+            Build,
+        ),
+        MetaCheck::new(
+            PagedCase::new(paged(128, 16, BF16, 4), 2, &[32, 16, 20], Ties, 5),
+            Update,
+        ),
+        MetaCheck::new(
+            PagedCase::new(paged(64, 16, F16, 8), 2, &[47, 48, 3], Dominant, 6),
             PrefillThenAppend,
         ),
-        MetaCheck::new(case(paged(32, 16, F32, 4), 2, &[40, 16], Normal, 7), Build),
-        MetaCheck::new(case(paged(128, 32, F16, 4), 2, &[96, 31], Peaked, 8), Update),
+        MetaCheck::new(
+            PagedCase::new(paged(32, 16, F32, 4), 2, &[40, 16], Normal, 7),
+            Build,
+        ),
+        MetaCheck::new(
+            PagedCase::new(paged(128, 32, F16, 4), 2, &[96, 31], Peaked, 8),
+            Update,
+        ),
     ];
-    let mut c = MetaCheck::new(case(paged(64, 64, BF16, 4), 2, &[128, 64, 70], Normal, 9), Build);
+    let mut c = MetaCheck::new(
+        PagedCase::new(paged(64, 64, BF16, 4), 2, &[128, 64, 70], Normal, 9),
+        Build,
+    );
     c.constant_dims = true;
     v.push(c);
-    let mut c = MetaCheck::new(case(paged(32, 32, BF16, 8), 2, &[64, 40], Normal, 10), Build);
+    let mut c = MetaCheck::new(
+        PagedCase::new(paged(32, 32, BF16, 8), 2, &[64, 40], Normal, 10),
+        Build,
+    );
     c.scale = (2.0f64).powi(-125);
     v.push(c);
     // Tiles: one warp holding 4 chunks a thread (d = 32: 4 lanes a row; d = 64: 8); 8 warps of
@@ -1004,7 +1011,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         (paged(128, 16, F16, 8), 64, [64, 32]),
     ] {
         let mut c = MetaCheck::new(
-            case(spec, 3, &lens, Normal, 11 + threads as u64),
+            PagedCase::new(spec, 3, &lens, Normal, 11 + threads as u64),
             PrefillThenAppend,
         );
         c.tile = MetaTile { threads };
@@ -1133,7 +1140,7 @@ mod tests {
     #[test]
     fn verify_catches_mistakes() {
         let c = MetaCheck::new(
-            case(paged(32, 16, DType::F16, 4), 1, &[32, 5], KeyData::Normal, 3),
+            PagedCase::new(paged(32, 16, DType::F16, 4), 1, &[32, 5], KeyData::Normal, 3),
             MetaRun::Build,
         );
         let mut p = c.program().unwrap();

@@ -58,6 +58,18 @@ pub struct PagedInputs {
 }
 
 impl PagedCase {
+    /// A case with three unowned, NaN-filled pages in the pool (what the suites use).
+    pub fn new(spec: PagedSpec, kv_heads: u32, seq_lens: &[u32], data: KeyData, seed: u64) -> PagedCase {
+        PagedCase {
+            spec,
+            kv_heads,
+            seq_lens: seq_lens.to_vec(),
+            seed,
+            data,
+            spare_pages: 3,
+        }
+    }
+
     pub fn batch(&self) -> u32 {
         self.seq_lens.len() as u32
     }

@@ -573,17 +573,6 @@ fn paged_spec(d: u32, g: u32, p: u32, dtype: DType, alibi: bool) -> PagedSpec {
     PagedSpec::new(decode, p, alibi, 4).expect("supported paged spec")
 }
 
-fn case(spec: PagedSpec, kv_heads: u32, seq_lens: &[u32], data: KeyData, seed: u64) -> PagedCase {
-    PagedCase {
-        spec,
-        kv_heads,
-        seq_lens: seq_lens.to_vec(),
-        seed,
-        data,
-        spare_pages: 3,
-    }
-}
-
 /// Every check of the top-k path: each value of each specialization axis at least once (head
 /// dim, page size, dtype, GQA ratio, ALiBi), one page, budget 0, budgets at and past the page
 /// count, ties, mixed lengths in one batch, partial last pages, several splits and chunks.
@@ -591,7 +580,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     use DType::{BF16, F16};
     use KeyData::*;
     let pipe = |label, spec, kv, lens: &[u32], data, seed, budget| {
-        PipelineCheck::new(label, case(spec, kv, lens, data, seed), budget)
+        PipelineCheck::new(label, PagedCase::new(spec, kv, lens, data, seed), budget)
     };
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
     for c in [
