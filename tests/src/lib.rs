@@ -62,3 +62,14 @@ pub fn assemble_module(module: &KernelModule, check_ptxas: bool) -> Vec<String> 
     }
     bad
 }
+
+/// Fail the calling test when any kernel spilled or used local memory (`failures` as returned
+/// by [`assemble_module`]; each name once in the message).
+pub fn assert_no_spills(mut failures: Vec<String>) {
+    failures.sort();
+    failures.dedup();
+    assert!(
+        failures.is_empty(),
+        "kernels with spills or local memory: {failures:?}"
+    );
+}

@@ -5,7 +5,7 @@
 
 use entkv_abi::{DType, DecodeSpec, PagedSpec, SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES};
 use entkv_kernels::modules_for;
-use entkv_tests::{assemble_module, ptxas_available};
+use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
 
 /// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
 /// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
@@ -65,8 +65,5 @@ fn every_module_assembles_without_spills() {
             .flat_map(|h| h.join().expect("worker"))
             .collect()
     });
-    assert!(
-        failures.is_empty(),
-        "kernels with spills or local memory: {failures:?}"
-    );
+    assert_no_spills(failures);
 }

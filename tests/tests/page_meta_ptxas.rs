@@ -10,7 +10,7 @@ use entkv_abi::{
     SUPPORTED_PAGE_SIZES, SUPPORTED_SKETCH_BITS,
 };
 use entkv_kernels::page_meta::{module, modules};
-use entkv_tests::{assemble_module, ptxas_available};
+use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
 
 #[test]
 fn page_meta_assembles_without_spills() {
@@ -39,8 +39,5 @@ fn page_meta_assembles_without_spills() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "kernels with spills or local memory: {failures:?}"
-    );
+    assert_no_spills(failures);
 }

@@ -7,7 +7,7 @@
 
 use entkv_abi::{DType, DecodeSpec, PagedSpec, SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES};
 use entkv_kernels::topk::modules;
-use entkv_tests::{assemble_module, ptxas_available};
+use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
 
 fn spec(alpha: f64, d: u32, g: u32, p: u32, dtype: DType, alibi: bool) -> PagedSpec {
     PagedSpec::new(DecodeSpec::new(alpha, d, g, dtype).unwrap(), p, alibi, 4).unwrap()
@@ -46,10 +46,5 @@ fn topk_modules_assemble_without_spills() {
             failures.extend(assemble_module(&module, check_ptxas));
         }
     }
-    failures.sort();
-    failures.dedup();
-    assert!(
-        failures.is_empty(),
-        "kernels with spills or local memory: {failures:?}"
-    );
+    assert_no_spills(failures);
 }
