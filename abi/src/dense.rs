@@ -74,27 +74,34 @@ impl DenseTile {
         }
     }
 
-    /// The certified decode's tile. Its score pass keeps per token and head the page's affine
-    /// terms and the codes of its dimensions, about twice the dense pass's registers, so rows
-    /// are split over more lanes (≥ 8 dimensions each: one 4-bit sketch word) and fewer tokens
-    /// per lane group; choices checked with ptxas for 0 spills across d and GQA. Its finish pass
-    /// stages an upper bound per candidate too, so it stages fewer to fit static shared memory.
+    /// The certified decode's tile. Its score pass keeps per token and head the raw sketch
+    /// words and its bounds, so rows are split over lanes like the dense pass (≥ 8 dimensions
+    /// each: one 4-bit sketch word). It is bound by the per-chunk round trips and barriers, not
+    /// by arithmetic: 128-thread CTAs with an occupancy floor, one
+    /// lane per d = 32 token, four tokens a lane group and two Newton steps measured fastest on the H200 at 128k and 1M
+    /// (results/2026-11-29-certified-dp4a); choices checked with ptxas for 0 spills across d and
+    /// GQA. Its finish pass stages an upper bound per candidate too, so it stages fewer to fit
+    /// static shared memory.
     pub fn default_certified(spec: &DecodeSpec) -> DenseTile {
         DenseTile {
-            lanes_per_token: (spec.head_dim * spec.group / 16)
+            threads: 128,
+            lanes_per_token: (spec.head_dim * spec.group / 32)
                 .next_power_of_two()
                 .clamp(1, (spec.head_dim / 8).max(1)),
+            // Four tokens a lane group: each holds its sketch words while the page terms load
+            // (d·bits/32 registers per token); eight spill at 128 registers.
             tokens_per_group: match spec.group {
-                1 => 8,
-                2 | 3 => 4,
+                1..=3 => 4,
                 4 => 2,
                 _ => 1,
             },
+            newton_steps: 2,
             // An occupancy floor keeps ptxas (and the driver's JIT, which allocates differently)
-            // from capping registers into spills: two CTAs per SM (≤ 128 registers) fit groups
-            // up to 2; larger groups need one (the CUDA 13 JIT spilled GQA 3 at 128 registers,
-            // results/2026-11-29-kernel-set-final).
-            score_min_blocks: if spec.group <= 2 { 2 } else { 1 },
+            // from capping registers into spills: three 128-thread CTAs per SM (≤ 168
+            // registers) for d = 32 without GQA (four, ≤ 128, spill a few bytes with 4-bit
+            // sketches or ALiBi; the tuner may pick four where they don't); larger heads and
+            // groups (more bound and page-term registers) need two (≤ 255).
+            score_min_blocks: if spec.head_dim * spec.group <= 32 { 3 } else { 2 },
             finish_capacity: 2048,
             ..DenseTile::default_for(spec)
         }

@@ -596,6 +596,16 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let f = self.intrinsic("llvm.fma", &[self.ty(ty)])?;
                 self.call(f, &[a, b, c])?
             }
+            ExprKind::Dp4a {
+                a_signed,
+                b_signed,
+                a,
+                b,
+                c,
+            } => {
+                let args = [self.expr(a)?, self.expr(b)?, self.expr(c)?];
+                compat::dp4a(self.ctx, &self.b, *a_signed, *b_signed, args)?
+            }
             ExprKind::Select(c, a, b) => {
                 let c = self.expr(c)?.into_int_value();
                 let a = self.expr(a)?;

@@ -16,6 +16,7 @@
 //! | special registers            | `llvm.nvvm.read.ptx.sreg.{tid.x,ctaid.*,nctaid.*}`   | same |
 //! | 32-bit shared pointers       | `-nvptx-short-ptr` (process-wide option)             | same option, re-check |
 //! | 16-bit vector loads          | loaded as 32-bit words (v4bf16 load is split in 19)  | re-check |
+//! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
 //!
 //! Intrinsics are looked up by name with `Intrinsic::find`, so a rename in a future LLVM fails
 //! loudly (`CodegenError::MissingIntrinsic`, and the `every_intrinsic_exists` unit test) instead
@@ -225,6 +226,34 @@ pub fn declare<'ctx>(
     Intrinsic::find(name)
         .and_then(|i| i.get_declaration(module, overloads))
         .ok_or_else(|| CodegenError::MissingIntrinsic(name.to_string()))
+}
+
+/// `c + Σ_k a[k]·b[k]` over the bytes of `a` and `b` (PTX `dp4a.{s,u}32.{s,u}32`), as inline PTX:
+/// LLVM 19 has no intrinsic for it. Pure (no side effects), so LLVM may move or drop it.
+pub fn dp4a<'ctx>(
+    ctx: &'ctx Context,
+    builder: &Builder<'ctx>,
+    a_signed: bool,
+    b_signed: bool,
+    args: [inkwell::values::BasicValueEnum<'ctx>; 3],
+) -> Result<inkwell::values::BasicValueEnum<'ctx>, CodegenError> {
+    let i32t = ctx.i32_type();
+    let fn_ty = i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into()], false);
+    let sign = |s: bool| if s { "s32" } else { "u32" };
+    let asm = ctx.create_inline_asm(
+        fn_ty,
+        format!("dp4a.{}.{} $0, $1, $2, $3;", sign(a_signed), sign(b_signed)),
+        "=r,r,r,r".to_string(),
+        false,
+        false,
+        None,
+        false,
+    );
+    let args: Vec<inkwell::values::BasicMetadataValueEnum> = args.iter().map(|&v| v.into()).collect();
+    let call = builder.build_indirect_call(fn_ty, asm, &args, "dp4a")?;
+    call.try_as_basic_value()
+        .basic()
+        .ok_or_else(|| CodegenError::Builder("dp4a returned void".into()))
 }
 
 /// Emit `__syncthreads()`.

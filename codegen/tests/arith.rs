@@ -289,3 +289,26 @@ fn scalar_params_of_every_type() {
         assert!(e.contains(decl), "{decl}:\n{e}");
     }
 }
+
+#[test]
+fn dp4a_lowers_to_ptx_dp4a_for_every_signedness() {
+    let mut k = KernelBuilder::new("dp4a_ops", 128);
+    let a = k.buffer("a", Scalar::U32, Access::Read);
+    let b = k.buffer("b", Scalar::U32, Access::Read);
+    let out = k.buffer("out", Scalar::I32, Access::Write);
+    let i = k.let_("i", k.global_thread_id().i64());
+    let x = k.let_("x", a.at(i));
+    let y = k.let_("y", b.at(i));
+    for (j, (sa, sb)) in [(false, false), (true, false), (false, true), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
+        k.store(out, i * 4 + j as i64, dp4a(x, sa, y, sb, i.i32()));
+    }
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let e = c.entry("dp4a_ops");
+    for op in ["dp4a.u32.u32", "dp4a.s32.u32", "dp4a.u32.s32", "dp4a.s32.s32"] {
+        assert_insn(e, op);
+    }
+}

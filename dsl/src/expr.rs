@@ -157,6 +157,21 @@ pub fn fma(a: impl IntoExpr, b: impl IntoExpr, c: impl IntoExpr) -> Expr {
     Expr::new(ExprKind::Fma(a, b, c), ty)
 }
 
+/// `c + Σ_k a[k]·b[k]` over the four bytes of `a` and `b` (u32; bytes signed per flag), in i32:
+/// PTX `dp4a`. Exact while the sum fits i32.
+pub fn dp4a(a: impl IntoExpr, a_signed: bool, b: impl IntoExpr, b_signed: bool, c: impl IntoExpr) -> Expr {
+    Expr::new(
+        ExprKind::Dp4a {
+            a_signed,
+            b_signed,
+            a: a.into_expr(Some(Scalar::U32)),
+            b: b.into_expr(Some(Scalar::U32)),
+            c: c.into_expr(Some(Scalar::I32)),
+        },
+        Scalar::I32,
+    )
+}
+
 /// Resolve weak literals: an `Expr`/`Var` side fixes the type for a literal side. Two literals
 /// resolve independently (each to its default).
 fn unify(a: impl IntoExpr, b: impl IntoExpr) -> (Expr, Expr) {

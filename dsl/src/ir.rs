@@ -237,6 +237,16 @@ pub enum ExprKind {
     Cmp(CmpOp, Expr, Expr),
     /// `a * b + c` with a single rounding.
     Fma(Expr, Expr, Expr),
+    /// Four-way byte dot product with accumulate (PTX `dp4a`): `c + Σ_k a[k]·b[k]` over the
+    /// four bytes of `a` and `b` (u32), each byte signed when its flag says so; `c` and the
+    /// result are i32 (wrapping).
+    Dp4a {
+        a_signed: bool,
+        b_signed: bool,
+        a: Expr,
+        b: Expr,
+        c: Expr,
+    },
     Select(Expr, Expr, Expr),
     /// Value conversion: float→int truncates toward zero and saturates (NaN → 0); float
     /// narrowing rounds to nearest even; int→int wraps or extends by the source's signedness.

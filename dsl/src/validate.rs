@@ -360,6 +360,15 @@ impl Validator<'_> {
                 }
                 Ok(())
             }
+            ExprKind::Dp4a { a, b, c, .. } => {
+                self.expect(a, Scalar::U32, "dp4a byte operand", path)?;
+                self.expect(b, Scalar::U32, "dp4a byte operand", path)?;
+                self.expect(c, Scalar::I32, "dp4a accumulator", path)?;
+                if ty != Scalar::I32 {
+                    return Err(self.err(path, "dp4a node type must be i32"));
+                }
+                Ok(())
+            }
             ExprKind::Select(c, a, b) => {
                 self.expect(c, Scalar::Bool, "select condition", path)?;
                 self.expr(a, path)?;

@@ -15,9 +15,11 @@
 //! later (see [`slack`]). The last page of each sequence (never sketched) is scored exactly.
 //!
 //! 1. `select_certified` (grid (splits, kv heads, batch)) streams every token once per GQA group
-//!    reading 16 bytes of sketch per token (d = 32, 4 bits) and its page's min/max, and keeps
+//!    reading its sketch row (d·bits/8 bytes) and, once per chunk, its pages' min/max, and keeps
 //!    in its workspace segment the tokens whose upper bound clears a running lower bound on
-//!    `τ_lb` (`stream`).
+//!    `τ_lb` (`stream`). `ŝ` is computed in integers (`dp4a` on the packed codes against
+//!    per-page integer weights, see `BoundCtx::page_terms`), the exact path only in the chunk
+//!    that reaches the last page.
 //! 2. `decode_certified` (grid (query heads, batch)) solves `τ_lb` exactly over the candidates'
 //!    lower bounds, keeps the tokens with `ub > τ_lb` (less the solver's tolerance), rescores
 //!    them exactly from K (64-byte rows), solves `τ` exactly over the kept set — which contains
@@ -31,7 +33,7 @@ use crate::page_meta;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{sketch_inv_levels, DenseTile, PagedSpec};
+use entkv_abi::{sketch_inv_levels, sketch_levels, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Relative slack on a page's `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)` that covers f32 rounding:
@@ -134,35 +136,70 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         terms,
     };
     let err = std::cell::Cell::new(None);
+    // Per token and head `(lb, ub)` and the token positions, written by either body below.
+    let neg_inf = f64::NEG_INFINITY;
+    let bounds: Vec<Vec<(Var, Var)>> = (0..ds.group)
+        .map(|_| {
+            (0..tile.tokens_per_group)
+                .map(|_| {
+                    (
+                        k.let_typed("lbv", Scalar::F32, neg_inf),
+                        k.let_typed("ubv", Scalar::F32, neg_inf),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let positions: Vec<Var> = (0..tile.tokens_per_group)
+        .map(|_| k.let_typed("t", Scalar::I64, 0i64))
+        .collect();
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
         k.if_(c0.lt(src.len), |k| {
-            ctx.page_terms(k, &qr, c0);
-            let mut bounds = vec![Vec::new(); ds.group as usize];
-            let mut positions = Vec::new();
+            // The chunk's tokens and their sketch words first: the word loads are in flight
+            // while the page terms load the bounds and synchronise (one memory round trip per
+            // chunk instead of two).
+            let mut tokens = Vec::new();
             for r in 0..tile.tokens_per_group {
                 let local = k.let_("local", (lanes.tgroup + r * lanes.token_groups).i64());
                 let c = k.let_("ci", c0 + local);
                 let valid = k.let_("valid", c.lt(src.len));
                 let t = k.let_("t", select(valid, c, 0i64));
                 let page_in_chunk = k.let_("pic", (local / p as i64).i32().min(ppc as i32 - 1));
-                let tb = match ctx.token_bounds(k, &qr, t, valid, page_in_chunk) {
-                    Ok(tb) => tb,
+                let row = ctx.src.row(k, t.e());
+                match ctx.sketch_words(k, row) {
+                    Ok(words) => tokens.push(ChunkToken {
+                        t,
+                        valid,
+                        page_in_chunk,
+                        row,
+                        words,
+                    }),
                     Err(e) => {
                         err.replace(Some(e));
                         return;
                     }
-                };
-                for (g, bnd) in tb.into_iter().enumerate() {
-                    bounds[g].push(bnd);
                 }
-                positions.push(t);
             }
+            ctx.page_terms(k, &qr, c0);
+            // Only the chunk that reaches the last page (never sketched) scores tokens exactly
+            // from K; every other chunk reads the sketch alone (block-uniform branch).
+            let score = |k: &mut KernelBuilder, exact_tail: bool| {
+                for (r, tok) in tokens.iter().enumerate() {
+                    for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, exact_tail).into_iter().enumerate() {
+                        k.assign(bounds[g][r].0, lb);
+                        k.assign(bounds[g][r].1, ub);
+                    }
+                    k.assign(positions[r], tok.t);
+                }
+            };
+            let tail = k.let_("tail", (c0 + chunk_len as i64).gt(sketched));
+            k.if_else(tail, |k| score(k, true), |k| score(k, false));
             stream.push(
                 k,
                 &ChunkScores {
-                    bounds,
-                    positions,
+                    bounds: bounds.clone(),
+                    positions: positions.clone(),
                     owner,
                 },
             );
@@ -173,6 +210,16 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     }
     stream.finish(&mut k, &seg_index);
     Ok(k.finish()?)
+}
+
+/// One token of a lane group's chunk: position (0 when invalid), validity, page within the
+/// chunk, K row offset and this lane's raw sketch words.
+struct ChunkToken {
+    t: Var,
+    valid: Var,
+    page_in_chunk: Var,
+    row: Var,
+    words: Vec<Var>,
 }
 
 struct BoundCtx<'a> {
@@ -187,11 +234,18 @@ struct BoundCtx<'a> {
     terms: Terms,
 }
 
-/// Shared-memory page terms of one chunk: per (page in chunk, head) the weights
-/// `w_i = q'_i·step_i`, `base = Σ q'_i·min_i` and the half-width `ε`; plus per-thread partials
-/// of base and ε (each page's dimensions are split over `split` threads).
+/// Largest |integer weight|: weights are `m_i = rint(w_i/scale)` with `scale = max|w_i|/M`, split
+/// into a signed high byte and an unsigned low byte (`m = 256·hi + lo`) for two `dp4a`s.
+const WEIGHT_MAX: f64 = 32767.0;
+
+/// Shared-memory page terms of one chunk, per (page in chunk, head): the integer weights
+/// `m_i ≈ q'_i·step_i/scale` as packed bytes (`hi` words, then `lo` words, one per byte word of
+/// the sketch, see [`byte_word_dims`]), `scale`, `base = Σ q'_i·min_i` and the half-width `ε`;
+/// plus per-thread partials (each page's dimensions are split over `split` threads).
 struct Terms {
-    w: Buf,
+    words: Buf,
+    scale: Buf,
+    inv: Buf,
     base: Buf,
     eps: Buf,
     part: Buf,
@@ -199,14 +253,46 @@ struct Terms {
     split: u32,
 }
 
+/// Partials per (page, head, thread): base, `Σ|w|/2`-part of ε, slack magnitude, `max|w|`.
+const PARTS: u32 = 4;
+
+/// The four head dimensions whose codes byte word `bw` of a sketch row holds. 8-bit codes are
+/// bytes already (word `bw`); 4-bit words are split into their even nibbles
+/// (`w & 0x0F0F0F0F`) and odd nibbles (`(w >> 4) & 0x0F0F0F0F`), byte words `2j` and `2j + 1`.
+fn byte_word_dims(bits: u32, bw: u32) -> [u32; 4] {
+    match bits {
+        8 => [4 * bw, 4 * bw + 1, 4 * bw + 2, 4 * bw + 3],
+        _ => {
+            let (j, odd) = (bw / 2, bw % 2);
+            [0, 1, 2, 3].map(|b| 8 * j + 2 * b + odd)
+        }
+    }
+}
+
+/// The byte words (four codes in four bytes) of a lane's raw sketch words, in
+/// [`byte_word_dims`] order.
+fn byte_words(bits: u32, words: &[Var]) -> Vec<Expr> {
+    match bits {
+        8 => words.iter().map(|w| w.e()).collect(),
+        _ => words
+            .iter()
+            .flat_map(|w| [*w & 0x0F0F_0F0Fu32, (*w >> 4u32) & 0x0F0F_0F0Fu32])
+            .collect(),
+    }
+}
+
 impl Terms {
     fn declare(k: &mut KernelBuilder, group: u32, d: u32, pages: u32, threads: u32) -> Terms {
-        let split = (threads / pages).min(d).max(1);
+        // Threads own whole 8-dimension blocks, so every byte word's weights are packed by one.
+        let split = (threads / pages).clamp(1, d / 8);
+        let heads = pages * group;
         Terms {
-            w: k.shared("terms_w", Scalar::F32, pages * group * d),
-            base: k.shared("terms_base", Scalar::F32, pages * group),
-            eps: k.shared("terms_eps", Scalar::F32, pages * group),
-            part: k.shared("terms_part", Scalar::F32, pages * group * split * 2),
+            words: k.shared("terms_words", Scalar::U32, heads * d / 2),
+            scale: k.shared("terms_scale", Scalar::F32, heads),
+            inv: k.shared("terms_inv", Scalar::F32, heads),
+            base: k.shared("terms_base", Scalar::F32, heads),
+            eps: k.shared("terms_eps", Scalar::F32, heads),
+            part: k.shared("terms_part", Scalar::F32, heads * split * PARTS),
             pages,
             split,
         }
@@ -215,71 +301,110 @@ impl Terms {
 
 impl BoundCtx<'_> {
     /// `(lb, ub)` of token `t` (in chunk page `page_in_chunk`) for every head of the group (−∞
-    /// when invalid): from the sketch and the chunk's page terms before the last page, the exact
-    /// score (both bounds) inside it. K loads are predicated and the lane reductions run outside
-    /// any branch, so lanes of different tokens in one warp may take different paths.
+    /// when invalid): `ŝ ∓ ε` from the sketch and the chunk's page terms; with `exact_tail`,
+    /// the exact score (both bounds) for tokens of the last page. K loads are predicated and
+    /// the lane reductions run outside any branch, so lanes of different tokens in one warp may
+    /// take different paths.
+    ///
+    /// `ŝ = base + scale·S` with the integer `S = Σ_i m_i·code_i = 256·Σ hi_i·code_i + Σ lo_i·code_i`
+    /// from `dp4a`s: exact (|S| < 2³¹ for every supported d and width), then rounded once to f32.
     fn token_bounds(
         &self,
         k: &mut KernelBuilder,
         qr: &QueryRegs,
-        t: Var,
-        valid: Var,
-        page_in_chunk: Var,
-    ) -> Result<Vec<(Var, Var)>, KernelGenError> {
+        tok: &ChunkToken,
+        exact_tail: bool,
+    ) -> Vec<(Var, Var)> {
         let ds = &self.spec.decode;
         let (group, d) = (ds.group as usize, ds.head_dim);
-        let row = self.src.row(k, t.e());
-        let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
-        let codes = self.codes(k, row)?;
-        let kv = load_row_if(k, &self.lanes, self.keys, row, in_sketch.not());
+        let (t, valid, page_in_chunk, row) = (tok.t, tok.valid, tok.page_in_chunk, tok.row);
+        let bws = byte_words(self.spec.sketch_bits, &tok.words);
+        let exact_rows = exact_tail.then(|| {
+            let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
+            let kv = load_row_if(k, &self.lanes, self.keys, row, in_sketch.not());
+            (in_sketch, kv)
+        });
+        let slots: Vec<Var> = (0..group)
+            .map(|g| k.let_("slot", page_in_chunk.u32() * ds.group + g as u32))
+            .collect();
+        let lane_bws = self.lanes.dims / 4;
         let mut partial = Vec::new();
-        for (g, qg) in qr.q.iter().enumerate() {
-            let slot = k.let_("slot", page_in_chunk.u32() * ds.group + g as u32);
-            let w0 = k.let_("w0", slot * d + self.lanes.sub * self.lanes.dims);
-            let w: Vec<Var> = (0..self.lanes.dims)
-                .map(|i| k.let_("wv", self.terms.w.at(w0 + i)))
-                .collect();
-            let first = self.lanes.sub.eq_(0u32);
-            let base = select(first.clone(), self.terms.base.at(slot), 0.0f32);
-            let eps = select(first, self.terms.eps.at(slot), 0.0f32);
-            let s = w
+        for (g, slot) in slots.iter().enumerate() {
+            let w0 = k.let_("w0", *slot * (d / 2) + self.lanes.sub * lane_bws);
+            let mut hi = k.load_vec("whi", self.terms.words, w0, lane_bws.min(4));
+            let mut lo = k.load_vec("wlo", self.terms.words, w0 + d / 4, lane_bws.min(4));
+            for off in (4..lane_bws).step_by(4) {
+                hi.extend(k.load_vec("whi", self.terms.words, w0 + off, 4));
+                lo.extend(k.load_vec("wlo", self.terms.words, w0 + (d / 4 + off), 4));
+            }
+            let s_hi = hi
                 .iter()
-                .zip(&codes)
-                .fold(base, |acc, (w, c)| fma(*w, c.clone(), acc));
-            let exact = kv
+                .zip(&bws)
+                .fold(i32c(0), |acc, (h, c)| dp4a(*h, true, c.clone(), false, acc));
+            let s_lo = lo
                 .iter()
-                .zip(qg)
-                .fold(f32c(0.0), |acc, (kx, qx)| fma(*qx, kx.f32(), acc));
-            partial.push((Reduce::Sum, s));
-            partial.push((Reduce::Sum, eps));
-            partial.push((Reduce::Sum, exact));
+                .zip(&bws)
+                .fold(i32c(0), |acc, (l, c)| dp4a(*l, false, c.clone(), false, acc));
+            partial.push((Reduce::Sum, s_hi * 256i32 + s_lo));
+            if let Some((_, kv)) = &exact_rows {
+                // q' is read again here (once per tail chunk) rather than held in registers for
+                // the whole pass: a GQA group's q slices would cost d·G/lanes registers.
+                let first = k.let_("qdim", self.lanes.sub * self.lanes.dims);
+                let exact = kv.iter().enumerate().fold(f32c(0.0), |acc, (i, kx)| {
+                    fma(qr.full[g].at(first + i as u32), kx.f32(), acc)
+                });
+                partial.push((Reduce::Sum, exact));
+            }
         }
         let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
-        Ok((0..group)
+        let per_head = partial.len() / group;
+        (0..group)
             .map(|g| {
                 let alibi = k.let_("alibi", alibi_term(qr, g, t, &self.src));
-                let (s, e, z) = (tot[3 * g], tot[3 * g + 1], tot[3 * g + 2]);
-                let lb = select(in_sketch, s - e + alibi, z + alibi);
-                let ub = select(in_sketch, s + e + alibi, z + alibi);
+                // The page's terms are the same for every lane (broadcast shared loads).
+                let s = k.let_(
+                    "shat",
+                    fma(
+                        self.terms.scale.at(slots[g]),
+                        tot[per_head * g].f32(),
+                        self.terms.base.at(slots[g]),
+                    ),
+                );
+                let eps = k.let_("eps", self.terms.eps.at(slots[g]));
+                let (mut lb, mut ub) = (s - eps + alibi, s + eps + alibi);
+                if let Some((in_sketch, _)) = &exact_rows {
+                    let z = k.let_("zx", tot[per_head * g + 1] + alibi);
+                    lb = select(*in_sketch, lb, z);
+                    ub = select(*in_sketch, ub, z);
+                }
                 (
                     k.let_("lbv", select(valid, lb, f32c(f64::NEG_INFINITY))),
                     k.let_("ubv", select(valid, ub, f32c(f64::NEG_INFINITY))),
                 )
             })
-            .collect())
+            .collect()
     }
 
-    /// The affine terms of the chunk's pages (starting at token `c0`) for every head, into
-    /// shared memory: `w_i = q'_i·step_i`, `base = Σ q'_i·min_i`,
-    /// `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max(|min_i|,|max_i|) + 1)`. Each page's dimensions are
-    /// split over `split` threads; their partials are summed in a fixed order. Pages past the
-    /// sequence (and the last page, whose metadata is stale) get terms that are never used.
+    /// The terms of the chunk's pages (starting at token `c0`) for every head, into shared
+    /// memory. With `w_i = q'_i·step_i`:
+    /// - `base = Σ q'_i·min_i`;
+    /// - `scale = max|w_i|/32767` and integer weights `m_i = rint(w_i/scale)` (|m_i| ≤ 32767);
+    /// - `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max(|min_i|,|max_i|) + 1) + E`, where
+    ///   `E = levels·d·(scale/2 + 2⁻²¹·max|w|)` bounds `|Σ (w_i − m_i·scale)·code_i|`:
+    ///   `|w_i − m_i·scale| ≤ scale/2` from rounding to the nearest integer, plus the f32
+    ///   rounding of `w_i/scale` and of `scale` itself (≤ 3 ulps of `|w_i|`).
+    ///
+    /// Three phases (two barriers between): per-thread partials over a slice of each page's
+    /// dimensions, one thread per (page, head) sums them in a fixed order, then each thread
+    /// quantizes and packs its slice. Pages past the sequence get zero terms; the last page's
+    /// terms (stale metadata) are computed but never used.
     fn page_terms(&self, k: &mut KernelBuilder, qr: &QueryRegs, c0: Var) {
         let ds = &self.spec.decode;
         let (d, p) = (ds.head_dim, self.spec.page_size as i64);
         let tm = &self.terms;
         let dims = d / tm.split;
-        let inv_levels = sketch_inv_levels(self.spec.sketch_bits) as f64;
+        let bits = self.spec.sketch_bits;
+        let inv_levels = sketch_inv_levels(bits) as f64;
         let tid = k.let_("tid_t", k.thread_idx());
         let pi = k.let_("pi", tid / tm.split);
         let sub = k.let_("sub_t", tid % tm.split);
@@ -287,78 +412,125 @@ impl BoundCtx<'_> {
         let lp = k.let_("lp", c0 / p + pi.i64());
         let used = k.let_("used", pi.lt(tm.pages));
         let active = k.let_("active", used.and((lp * p).lt(self.src.len)));
-        // Pages past the end of the sequence get zero terms (their tokens are invalid, but
-        // every lane still reads its page's terms).
+        let group = ds.group as usize;
+        // w_i = q'_i·step_i of this thread's dimension `dim` for head `g` (recomputed in the
+        // packing phase rather than held in registers across the barriers).
+        let weight = |k: &mut KernelBuilder, meta: Var, g: usize, dim: Var| {
+            let mn = k.let_("tmn", self.bounds.at(meta + dim.i64()).f32());
+            let mx = k.let_("tmx", self.bounds.at(meta + d as i64 + dim.i64()).f32());
+            let q = k.let_("tq", qr.full[g].at(dim));
+            let w = k.let_("tw", q * ((mx - mn) * inv_levels));
+            (mn, mx, q, w)
+        };
+        let part_at = |g: usize, j: u32| ((pi * ds.group + g as u32) * tm.split + sub) * PARTS + j;
         k.if_(used.and(active.not()), |k| {
-            for g in 0..ds.group as usize {
-                let slot = pi * ds.group + g as u32;
-                for i in 0..dims {
-                    k.store(tm.w, slot.clone() * d + sub * dims + i, 0.0f32);
+            for g in 0..group {
+                for j in 0..PARTS {
+                    k.store(tm.part, part_at(g, j), 0.0f32);
                 }
-                let part = (slot * tm.split + sub) * 2;
-                k.store(tm.part, part.clone(), 0.0f32);
-                k.store(tm.part, part + 1u32, 0.0f32);
             }
         });
         k.if_(active, |k| {
             let meta = self.src.meta_row(k, lp.e());
-            for g in 0..ds.group as usize {
-                let slot = pi * ds.group + g as u32;
-                let (base, half, mag) = (
+            for g in 0..group {
+                let (base, half, mag, wmax) = (
                     k.let_typed("tb", Scalar::F32, 0.0),
                     k.let_typed("th", Scalar::F32, 0.0),
                     k.let_typed("tm", Scalar::F32, 0.0),
+                    k.let_typed("tx", Scalar::F32, 0.0),
                 );
                 for i in 0..dims {
                     let dim = k.let_("dim", sub * dims + i);
-                    let mn = k.let_("tmn", self.bounds.at(meta + dim.i64()).f32());
-                    let mx = k.let_("tmx", self.bounds.at(meta + d as i64 + dim.i64()).f32());
-                    let q = k.let_("tq", qr.full[g].at(dim));
-                    let step = (mx - mn) * inv_levels;
-                    let w = k.let_("tw", q * step);
-                    k.store(tm.w, slot.clone() * d + dim, w);
+                    let (mn, mx, q, wv) = weight(k, meta, g, dim);
                     k.assign(base, fma(q, mn, base));
-                    k.assign(half, half + w.abs());
+                    k.assign(half, half + wv.abs());
                     k.assign(mag, mag + q.abs() * (mn.abs().max(mx.abs()) + 1.0f32));
+                    k.assign(wmax, wmax.max(wv.abs()));
                 }
-                let part = (slot * tm.split + sub) * 2;
-                k.store(tm.part, part.clone(), base);
+                k.store(tm.part, part_at(g, 0), base);
                 k.store(
                     tm.part,
-                    part + 1u32,
+                    part_at(g, 1),
                     half * (0.5 * (1.0 + 1e-6)) + mag * self.slack,
                 );
+                k.store(tm.part, part_at(g, 2), 0.0f32);
+                k.store(tm.part, part_at(g, 3), wmax);
             }
         });
         k.barrier();
-        // One thread per (page, head) sums the partials in order.
+        // One thread per (page, head) sums the partials in order and fixes the scale.
         let pages_heads = tm.pages * ds.group;
+        let levels = sketch_levels(bits) as f64;
         k.for_("ph", tid.e(), pages_heads, k.block_threads(), |k, ph| {
-            let (b, e) = (
+            let (b, e, m) = (
                 k.let_typed("sb", Scalar::F32, 0.0),
                 k.let_typed("se", Scalar::F32, 0.0),
+                k.let_typed("sm", Scalar::F32, 0.0),
             );
             for j in 0..tm.split {
-                let at = (ph.clone() * tm.split + j) * 2;
+                let at = (ph.clone() * tm.split + j) * PARTS;
                 k.assign(b, b + tm.part.at(at.clone()));
-                k.assign(e, e + tm.part.at(at + 1u32));
+                k.assign(e, e + tm.part.at(at.clone() + 1u32));
+                k.assign(m, m.max(tm.part.at(at + 3u32)));
             }
+            let scale = k.let_("scale", m * (1.0 / WEIGHT_MAX));
+            let quant = (scale * 0.5f32 + m * (2.0f64).powi(-21)) * (levels * d as f64 * (1.0 + 1e-6));
             k.store(tm.base, ph.clone(), b);
-            k.store(tm.eps, ph, e);
+            k.store(tm.eps, ph.clone(), e + quant);
+            k.store(tm.scale, ph.clone(), scale);
+            k.store(tm.inv, ph, select(m.gt(0.0f32), f32c(WEIGHT_MAX) / m, f32c(0.0)));
+        });
+        k.barrier();
+        // Quantize this thread's dimensions and pack them into byte words (pages past the
+        // sequence: zero weights).
+        k.if_(used, |k| {
+            let meta = k.let_typed("meta_q", Scalar::I64, 0i64);
+            k.if_(active, |k| {
+                let m = self.src.meta_row(k, lp.e());
+                k.assign(meta, m);
+            });
+            for g in 0..group {
+                let slot = k.let_("slot_q", pi * ds.group + g as u32);
+                let inv = k.let_("inv", tm.inv.at(slot));
+                // m = floor(w/scale + 1/2), clamped (NaN metadata of the stale last page → ±M).
+                let m: Vec<Var> = (0..dims).map(|_| k.let_typed("mq", Scalar::I32, 0i32)).collect();
+                k.if_(active, |k| {
+                    for (i, mq) in m.iter().enumerate() {
+                        let dim = k.let_("dim", sub * dims + i as u32);
+                        let (_, _, _, wv) = weight(k, meta, g, dim);
+                        let x = (wv * inv + 0.5f32)
+                            .floor()
+                            .max(-WEIGHT_MAX as f32)
+                            .min(WEIGHT_MAX as f32);
+                        k.assign(*mq, x.i32());
+                    }
+                });
+                let first_bw = sub * (dims / 4);
+                for local in 0..dims / 4 {
+                    let dims_of = byte_word_dims(bits, local);
+                    let (mut hi, mut lo) = (u32c(0), u32c(0));
+                    for (b, &dim) in dims_of.iter().enumerate() {
+                        let mi = m[dim as usize];
+                        hi = hi | (((mi >> 8i32).bitcast(Scalar::U32) & 0xFFu32) << (8 * b as u32));
+                        lo = lo | ((mi.e().bitcast(Scalar::U32) & 0xFFu32) << (8 * b as u32));
+                    }
+                    let at = k.let_("wq_at", slot * (d / 2) + first_bw.clone() + local);
+                    k.store(tm.words, at, hi);
+                    k.store(tm.words, at + d / 4, lo);
+                }
+            }
         });
         k.barrier();
     }
 
-    /// This lane's dimensions' codes of the token whose K row starts at `row`, as f32. Loaded
-    /// for every token (the last page's sketch rows exist in the pool, their codes are simply
-    /// not used), so no load sits in a divergent branch.
-    fn codes(&self, k: &mut KernelBuilder, row: Var) -> Result<Vec<Expr>, KernelGenError> {
+    /// This lane's raw sketch words of the token whose K row starts at `row`. Loaded for every
+    /// token (the last page's sketch rows exist in the pool, their codes are simply not used),
+    /// so no load sits in a divergent branch.
+    fn sketch_words(&self, k: &mut KernelBuilder, row: Var) -> Result<Vec<Var>, KernelGenError> {
         // A token's sketch row has the index of its K row (same (page, head, slot) order).
         let sketch_row = k.let_("sketch_row", row / self.spec.decode.head_dim as i64);
         let first = self.lanes.sub * self.lanes.dims;
-        let codes =
-            page_meta::emit_sketch_codes_at(k, self.spec, self.sketch, sketch_row, first, self.lanes.dims)?;
-        Ok(codes.into_iter().map(|c| c.f32()).collect())
+        page_meta::emit_sketch_words_at(k, self.spec, self.sketch, sketch_row, first, self.lanes.dims)
     }
 }
 

@@ -83,8 +83,28 @@ impl KernelCheck for CertifiedCheck {
         let kept_ok = kept.iter().enumerate().all(|(i, &kc)| {
             kc >= full.heads[i].support as f64 && kc <= x.seq_lens[i / hq] as f64 && kc.is_finite()
         });
+        // Every candidate's upper bound must hold for its float64 score (a bound that is too
+        // tight drops tokens only when they happen to matter; this catches it on any data).
+        // Tolerance: the reference scores f16/bf16 inputs in f64, the kernel in f32.
+        let (ub, idx, count) = (
+            ran.get("cand_ub").to_f64_vec(),
+            ran.get("cand_idx").to_f64_vec(),
+            ran.get("cand_count").to_f64_vec(),
+        );
+        let splits = count.len() / full.heads.len();
+        let seg_len = ub.len() / count.len();
+        let mut bad_bounds = 0usize;
+        for (seg, &n) in count.iter().enumerate() {
+            let z = &full.heads[seg / splits].z;
+            for at in seg * seg_len..seg * seg_len + n as usize {
+                let zj = z[idx[at] as usize];
+                if ub[at].is_nan() || ub[at] < zj - 1e-5 * zj.abs().max(1.0) {
+                    bad_bounds += 1;
+                }
+            }
+        }
         Outcome::new(
-            c.passed && kept_ok,
+            c.passed && kept_ok && bad_bounds == 0,
             format!(
                 "vs full cache: rel err {:.2e}, τ err {:.2e}, support ≤ {}, mismatches {}, non-finite {}; kept {:.2}% of tokens{}",
                 c.max_rel_err,
@@ -94,7 +114,11 @@ impl KernelCheck for CertifiedCheck {
                 c.non_finite,
                 100.0 * kept_sum / tokens,
                 if kept_ok { "" } else { " (kept counts out of range)" }
-            ),
+            ) + &if bad_bounds > 0 {
+                format!(", {bad_bounds} candidates with ub < z")
+            } else {
+                String::new()
+            },
         )
     }
 }

@@ -514,6 +514,21 @@ pub fn emit_sketch_codes_at(
     first: impl IntoExpr,
     count: u32,
 ) -> Result<Vec<Expr>, KernelGenError> {
+    let words = emit_sketch_words_at(k, spec, sketch, row, first, count)?;
+    Ok(split_codes(spec, &words, count))
+}
+
+/// The raw sketch words (`32/bits` codes each, dimension `first + j·(32/bits) + n` in bits
+/// `n·bits..`) of dimensions `first..first + count`; the same rules as
+/// [`emit_sketch_codes_at`].
+pub fn emit_sketch_words_at(
+    k: &mut KernelBuilder,
+    spec: &PagedSpec,
+    sketch: Buf,
+    row: impl IntoExpr,
+    first: impl IntoExpr,
+    count: u32,
+) -> Result<Vec<Var>, KernelGenError> {
     let per_word = 32 / spec.sketch_bits;
     if count % per_word != 0 || count == 0 || spec.decode.head_dim % count != 0 {
         return Err(SpecError::BadShape(format!(
@@ -530,13 +545,12 @@ pub fn emit_sketch_codes_at(
     // `first` is a multiple of `count`, so the slice starts on a multiple of its word count:
     // vectors whose length divides it stay aligned.
     let n_words = count / per_word;
-    Ok(load_codes(k, spec, sketch, at, count, |w, n| {
+    Ok(load_words(k, sketch, at, n_words, |w, n| {
         w % n == 0 && n_words % n == 0
     }))
 }
 
-/// Load the `count/(32/bits)` words starting at word index `at` (the longest vectors that
-/// `aligned(word offset, length)` allows) and split them into codes.
+/// Load the `count/(32/bits)` words starting at word index `at` and split them into codes.
 fn load_codes(
     k: &mut KernelBuilder,
     spec: &PagedSpec,
@@ -545,9 +559,19 @@ fn load_codes(
     count: u32,
     aligned: impl Fn(u32, u32) -> bool,
 ) -> Vec<Expr> {
-    let bits = spec.sketch_bits;
-    let per_word = 32 / bits;
-    let n_words = count / per_word;
+    let words = load_words(k, sketch, at, count * spec.sketch_bits / 32, aligned);
+    split_codes(spec, &words, count)
+}
+
+/// Load `n_words` words starting at word index `at`, with the longest vectors that
+/// `aligned(word offset, length)` allows.
+fn load_words(
+    k: &mut KernelBuilder,
+    sketch: Buf,
+    at: Var,
+    n_words: u32,
+    aligned: impl Fn(u32, u32) -> bool,
+) -> Vec<Var> {
     let mut w = 0;
     let mut words = Vec::new();
     while w < n_words {
@@ -558,6 +582,13 @@ fn load_codes(
         words.extend(k.load_vec("sk", sketch, at + w as i64, n));
         w += n;
     }
+    words
+}
+
+/// The first `count` codes held by `words`.
+fn split_codes(spec: &PagedSpec, words: &[Var], count: u32) -> Vec<Expr> {
+    let bits = spec.sketch_bits;
+    let per_word = 32 / bits;
     (0..count)
         .map(|i| {
             let word = words[(i / per_word) as usize];

@@ -745,6 +745,21 @@ impl<'k, 'b> Machine<'k, 'b> {
                 self.give(z);
                 Ok(x)
             }
+            ExprKind::Dp4a {
+                a_signed,
+                b_signed,
+                a,
+                b,
+                c,
+            } => {
+                let x = self.eval(a, lanes)?;
+                let y = self.eval(b, lanes)?;
+                let mut z = self.eval(c, lanes)?;
+                ops::dp4a(*a_signed, *b_signed, &x, &y, &mut z);
+                self.give(x);
+                self.give(y);
+                Ok(z)
+            }
             ExprKind::Select(c, a, b) => {
                 let cv = self.eval(c, lanes)?;
                 let av = self.eval(a, lanes)?;

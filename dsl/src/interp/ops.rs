@@ -373,6 +373,25 @@ pub(crate) fn fma(a: &mut [u64], b: &[u64], c: &[u64]) {
     }
 }
 
+/// `c = c + Σ_k a[k]·b[k]` over the four bytes of `a` and `b` (signed per flag), i32 wrapping:
+/// PTX `dp4a`.
+pub(crate) fn dp4a(a_signed: bool, b_signed: bool, a: &[u64], b: &[u64], c: &mut [u64]) {
+    let byte = |w: u64, k: u32, signed: bool| -> i32 {
+        let v = ((w >> (8 * k)) & 0xff) as u8;
+        if signed {
+            v as i8 as i32
+        } else {
+            v as i32
+        }
+    };
+    for ((z, &x), &y) in c.iter_mut().zip(a).zip(b) {
+        let acc = (0..4).fold(i32::from_raw(*z), |s, k| {
+            s.wrapping_add(byte(x, k, a_signed).wrapping_mul(byte(y, k, b_signed)))
+        });
+        *z = acc.raw();
+    }
+}
+
 /// `b = cond ? a : b` (the result lands in `b`).
 pub(crate) fn select(cond: &[u64], a: &[u64], b: &mut [u64]) {
     for ((y, &x), &c) in b.iter_mut().zip(a).zip(cond) {
@@ -573,6 +592,21 @@ mod tests {
         let mut a = [5u64];
         unary(UnOp::Not, U32, &mut a).unwrap();
         assert_eq!(a[0], 0xffff_fffa);
+    }
+
+    #[test]
+    fn dp4a_reads_bytes_by_signedness_and_accumulates() {
+        // Bytes (low first): a = [255, 2, 128, 1], b = [3, 255, 2, 0x80].
+        let (a, b) = ([0x0180_02ffu64], [0x8002_ff03u64]);
+        let run = |sa: bool, sb: bool, c: i32| {
+            let mut z = [c.raw()];
+            dp4a(sa, sb, &a, &b, &mut z);
+            i32::from_raw(z[0])
+        };
+        assert_eq!(run(false, false, 0), 255 * 3 + 2 * 255 + 128 * 2 + 128);
+        assert_eq!(run(true, false, 10), 10 + -3 + 2 * 255 + -128 * 2 + 128);
+        assert_eq!(run(false, true, 0), 255 * 3 - 2 + 128 * 2 - 128);
+        assert_eq!(run(true, true, -5), -5 + -3 + -2 + -256 + -128);
     }
 
     #[test]
