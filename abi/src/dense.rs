@@ -14,6 +14,7 @@
 //!    `o = Σ p_j v_j / Σ p_j`, τ and the support size.
 
 use crate::geometry::{ceil_div, LaunchGeometry};
+use crate::paged::PagedSpec;
 use crate::spec::{DecodeSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -82,7 +83,10 @@ impl DenseTile {
     /// (results/2026-11-29-certified-dp4a); choices checked with ptxas for 0 spills across d and
     /// GQA. Its finish pass stages an upper bound per candidate too, so it stages fewer to fit
     /// static shared memory.
-    pub fn default_certified(spec: &DecodeSpec) -> DenseTile {
+    pub fn default_certified(paged: &PagedSpec) -> DenseTile {
+        let spec = &paged.decode;
+        // Four CTAs per SM (≤ 128 registers) where that allocates without spilling.
+        let four = spec.head_dim * spec.group <= 32 && !paged.alibi;
         DenseTile {
             threads: 128,
             lanes_per_token: (spec.head_dim * spec.group / 32)
@@ -96,12 +100,19 @@ impl DenseTile {
                 _ => 1,
             },
             newton_steps: 2,
-            // An occupancy floor keeps ptxas (and the driver's JIT, which allocates differently)
-            // from capping registers into spills: three 128-thread CTAs per SM (≤ 168
-            // registers) for d = 32 without GQA (four, ≤ 128, spill a few bytes with 4-bit
-            // sketches or ALiBi; the tuner may pick four where they don't); larger heads and
-            // groups (more bound and page-term registers) need two (≤ 255).
-            score_min_blocks: if spec.head_dim * spec.group <= 32 { 3 } else { 2 },
+            // The pass is latency-bound, so resident warps matter most (results/
+            // 2026-11-29-certified-dp4a: 2, 3, 4 CTAs per SM → 5.0, 3.95, 3.42 ms at 1M). The
+            // occupancy floor also keeps ptxas (and the driver's JIT) from capping registers into
+            // spills: four 128-thread CTAs (≤ 128 registers) for d = 32 without GQA or ALiBi
+            // (with ALiBi they spill a few bytes), three (≤ 168) with ALiBi, two (≤ 255) for
+            // larger heads and groups.
+            score_min_blocks: if four {
+                4
+            } else if spec.head_dim * spec.group <= 32 {
+                3
+            } else {
+                2
+            },
             finish_capacity: 2048,
             ..DenseTile::default_for(spec)
         }

@@ -69,7 +69,7 @@ impl KernelFamily {
             KernelFamily::DecodeDense | KernelFamily::DecodeSparse => {
                 TileConfig::Dense(DenseTile::default_for(&spec.decode))
             }
-            KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified(&spec.decode)),
+            KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified(spec)),
         }
     }
 }

@@ -451,7 +451,7 @@ fn paper_paged(
     let tokens = 8 * 24 * n;
     for kind in [DecodeKind::Dense, DecodeKind::Certified] {
         let tile = if kind == DecodeKind::Certified {
-            entkv_abi::DenseTile::default_certified(&spec.decode)
+            entkv_abi::DenseTile::default_certified(&spec)
         } else {
             entkv_abi::DenseTile::default_for(&spec.decode)
         };

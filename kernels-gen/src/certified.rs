@@ -76,7 +76,8 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
     };
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
-    let chunks = k.scalar_param("chunks_per_split", Scalar::I32);
+    let chunks_param = k.scalar_param("chunks_per_split", Scalar::I32);
+    let chunks = k.let_("chunks", chunks_param);
 
     let split = k.let_("split", k.block_idx(Axis::X));
     let kvh = k.let_("kvh", k.block_idx(Axis::Y));
@@ -150,37 +151,54 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
                 .collect()
         })
         .collect();
-    let positions: Vec<Var> = (0..tile.tokens_per_group)
-        .map(|_| k.let_typed("t", Scalar::I64, 0i64))
+    // Loop-carried: a chunk's tokens and their sketch words. They are loaded one chunk ahead,
+    // right after the current chunk is scored, so the loads fly during the stream's block
+    // reductions and the next chunk's page terms (registers are the words the scoring just
+    // consumed).
+    let n_words = lanes.dims * spec.sketch_bits / 32;
+    let tokens: Vec<ChunkToken> = (0..tile.tokens_per_group)
+        .map(|r| {
+            let local = (lanes.tgroup + r * lanes.token_groups).i64();
+            ChunkToken {
+                t: k.let_typed("t32", Scalar::I32, 0i32),
+                valid: k.let_typed("valid", Scalar::Bool, false),
+                page_in_chunk: k.let_("pic", (local / p as i64).i32().min(ppc as i32 - 1)),
+                words: (0..n_words)
+                    .map(|_| k.let_typed("skw", Scalar::U32, 0u32))
+                    .collect(),
+            }
+        })
         .collect();
-    k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
-        let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
-        k.if_(c0.lt(src.len), |k| {
-            // The chunk's tokens and their sketch words first: the word loads are in flight
-            // while the page terms load the bounds and synchronise (one memory round trip per
-            // chunk instead of two).
-            let mut tokens = Vec::new();
-            for r in 0..tile.tokens_per_group {
-                let local = k.let_("local", (lanes.tgroup + r * lanes.token_groups).i64());
-                let c = k.let_("ci", c0 + local);
-                let valid = k.let_("valid", c.lt(src.len));
-                let t = k.let_("t", select(valid, c, 0i64));
-                let page_in_chunk = k.let_("pic", (local / p as i64).i32().min(ppc as i32 - 1));
-                let row = ctx.src.row(k, t.e());
-                match ctx.sketch_words(k, row) {
-                    Ok(words) => tokens.push(ChunkToken {
-                        t,
-                        valid,
-                        page_in_chunk,
-                        row,
-                        words,
-                    }),
-                    Err(e) => {
-                        err.replace(Some(e));
-                        return;
+    let positions: Vec<Var> = (0..tile.tokens_per_group)
+        .map(|_| k.let_typed("pos", Scalar::I32, 0i32))
+        .collect();
+    let load_chunk = |k: &mut KernelBuilder, c0: Var| {
+        for (r, tok) in tokens.iter().enumerate() {
+            let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
+            let c = k.let_("ci", c0 + local);
+            let valid = k.let_("valid_n", c.lt(src.len));
+            let t = k.let_("t", select(valid, c, 0i64));
+            let row = ctx.src.row(k, t.e());
+            match ctx.sketch_words(k, row) {
+                Ok(words) => {
+                    k.assign(tok.t, t.i32());
+                    k.assign(tok.valid, valid);
+                    for (dst, w) in tok.words.iter().zip(words) {
+                        k.assign(*dst, w);
                     }
                 }
+                Err(e) => {
+                    err.replace(Some(e));
+                    return;
+                }
             }
+        }
+    };
+    k.if_(c_split.lt(src.len), |k| load_chunk(k, c_split));
+    k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
+        let chunk = k.let_("chunk_i", chunk);
+        let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
+        k.if_(c0.lt(src.len), |k| {
             ctx.page_terms(k, &qr, c0);
             // Only the chunk that reaches the last page (never sketched) scores tokens exactly
             // from K; every other chunk reads the sketch alone (block-uniform branch).
@@ -195,6 +213,10 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
             };
             let tail = k.let_("tail", (c0 + chunk_len as i64).gt(sketched));
             k.if_else(tail, |k| score(k, true), |k| score(k, false));
+            let c1 = k.let_("c1", c0 + chunk_len as i64);
+            k.if_((chunk + 1i32).lt(chunks).and(c1.lt(src.len)), |k| {
+                load_chunk(k, c1)
+            });
             stream.push(
                 k,
                 &ChunkScores {
@@ -212,13 +234,13 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     Ok(k.finish()?)
 }
 
-/// One token of a lane group's chunk: position (0 when invalid), validity, page within the
-/// chunk, K row offset and this lane's raw sketch words.
+/// One token of a lane group's chunk: position (i32, 0 when invalid), validity, page within
+/// the chunk and this lane's raw sketch words — what stays in registers between chunks (the K
+/// row offset is recomputed in the tail chunk instead).
 struct ChunkToken {
     t: Var,
     valid: Var,
     page_in_chunk: Var,
-    row: Var,
     words: Vec<Var>,
 }
 
@@ -243,6 +265,7 @@ const WEIGHT_MAX: f64 = 32767.0;
 /// the sketch, see [`byte_word_dims`]), `scale`, `base = Σ q'_i·min_i` and the half-width `ε`;
 /// plus per-thread partials (each page's dimensions are split over `split` threads).
 struct Terms {
+    w: Buf,
     words: Buf,
     scale: Buf,
     inv: Buf,
@@ -287,6 +310,7 @@ impl Terms {
         let split = (threads / pages).clamp(1, d / 8);
         let heads = pages * group;
         Terms {
+            w: k.shared("terms_w", Scalar::F32, heads * d),
             words: k.shared("terms_words", Scalar::U32, heads * d / 2),
             scale: k.shared("terms_scale", Scalar::F32, heads),
             inv: k.shared("terms_inv", Scalar::F32, heads),
@@ -317,9 +341,11 @@ impl BoundCtx<'_> {
     ) -> Vec<(Var, Var)> {
         let ds = &self.spec.decode;
         let (group, d) = (ds.group as usize, ds.head_dim);
-        let (t, valid, page_in_chunk, row) = (tok.t, tok.valid, tok.page_in_chunk, tok.row);
+        let (valid, page_in_chunk) = (tok.valid, tok.page_in_chunk);
+        let t = k.let_("t", tok.t.i64());
         let bws = byte_words(self.spec.sketch_bits, &tok.words);
         let exact_rows = exact_tail.then(|| {
+            let row = self.src.row(k, t.e());
             let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
             let kv = load_row_if(k, &self.lanes, self.keys, row, in_sketch.not());
             (in_sketch, kv)
@@ -413,15 +439,10 @@ impl BoundCtx<'_> {
         let used = k.let_("used", pi.lt(tm.pages));
         let active = k.let_("active", used.and((lp * p).lt(self.src.len)));
         let group = ds.group as usize;
-        // w_i = q'_i·step_i of this thread's dimension `dim` for head `g` (recomputed in the
-        // packing phase rather than held in registers across the barriers).
-        let weight = |k: &mut KernelBuilder, meta: Var, g: usize, dim: Var| {
-            let mn = k.let_("tmn", self.bounds.at(meta + dim.i64()).f32());
-            let mx = k.let_("tmx", self.bounds.at(meta + d as i64 + dim.i64()).f32());
-            let q = k.let_("tq", qr.full[g].at(dim));
-            let w = k.let_("tw", q * ((mx - mn) * inv_levels));
-            (mn, mx, q, w)
-        };
+        // w_i = q'_i·step_i goes to shared memory for the packing phase (held in registers
+        // across the barriers it would cost a GQA group d·G/split of them; reloading the
+        // bounds would add a memory round trip to every chunk).
+        let w_at = |g: usize, dim: Var| (pi * ds.group + g as u32) * d + dim;
         let part_at = |g: usize, j: u32| ((pi * ds.group + g as u32) * tm.split + sub) * PARTS + j;
         k.if_(used.and(active.not()), |k| {
             for g in 0..group {
@@ -441,7 +462,11 @@ impl BoundCtx<'_> {
                 );
                 for i in 0..dims {
                     let dim = k.let_("dim", sub * dims + i);
-                    let (mn, mx, q, wv) = weight(k, meta, g, dim);
+                    let mn = k.let_("tmn", self.bounds.at(meta + dim.i64()).f32());
+                    let mx = k.let_("tmx", self.bounds.at(meta + d as i64 + dim.i64()).f32());
+                    let q = k.let_("tq", qr.full[g].at(dim));
+                    let wv = k.let_("tw", q * ((mx - mn) * inv_levels));
+                    k.store(tm.w, w_at(g, dim), wv);
                     k.assign(base, fma(q, mn, base));
                     k.assign(half, half + wv.abs());
                     k.assign(mag, mag + q.abs() * (mn.abs().max(mx.abs()) + 1.0f32));
@@ -484,11 +509,6 @@ impl BoundCtx<'_> {
         // Quantize this thread's dimensions and pack them into byte words (pages past the
         // sequence: zero weights).
         k.if_(used, |k| {
-            let meta = k.let_typed("meta_q", Scalar::I64, 0i64);
-            k.if_(active, |k| {
-                let m = self.src.meta_row(k, lp.e());
-                k.assign(meta, m);
-            });
             for g in 0..group {
                 let slot = k.let_("slot_q", pi * ds.group + g as u32);
                 let inv = k.let_("inv", tm.inv.at(slot));
@@ -497,8 +517,7 @@ impl BoundCtx<'_> {
                 k.if_(active, |k| {
                     for (i, mq) in m.iter().enumerate() {
                         let dim = k.let_("dim", sub * dims + i as u32);
-                        let (_, _, _, wv) = weight(k, meta, g, dim);
-                        let x = (wv * inv + 0.5f32)
+                        let x = (tm.w.at(w_at(g, dim)) * inv + 0.5f32)
                             .floor()
                             .max(-WEIGHT_MAX as f32)
                             .min(WEIGHT_MAX as f32);

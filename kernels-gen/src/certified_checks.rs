@@ -207,7 +207,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     ];
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
     for case in cases {
-        let tile = DenseTile::default_certified(&case.spec.decode);
+        let tile = DenseTile::default_certified(&case.spec);
         let small = DenseTile {
             threads: 64,
             // Never more tokens than the default (GQA 8 holds one token's terms for 8 heads).

@@ -87,7 +87,7 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         }
     }
     out.push(score);
-    let cert = DenseTile::default_certified(&spec.decode);
+    let cert = DenseTile::default_certified(spec);
     out.push(KernelModule {
         name: "select_certified",
         kernels: vec![certified::select_kernel(spec, &cert)?],

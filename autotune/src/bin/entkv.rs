@@ -186,7 +186,12 @@ fn main() -> Result<()> {
             let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
             let tiles = if tile.is_empty() {
                 vec![if kind == entkv_kernels::pipelines::DecodeKind::Certified {
-                    entkv_abi::DenseTile::default_certified(&spec)
+                    entkv_abi::DenseTile::default_certified(&entkv_abi::PagedSpec::new(
+                        spec,
+                        16,
+                        false,
+                        sketch_bits,
+                    )?)
                 } else {
                     entkv_abi::DenseTile::default_for(&spec)
                 }]
