@@ -108,7 +108,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     // Tokens before the last page have a sketch; the last page is scored exactly.
     let sketched = k.let_("sketched", (src.seq_len - 1i64) / p as i64 * p as i64);
     let chunk_len = tile.chunk_len();
-    let split_len = k.let_("split_len", chunks.clone().i64() * chunk_len as i64);
+    let split_len = k.let_("split_len", chunks.i64() * chunk_len as i64);
     let c_split = k.let_("c_split", split.i64() * split_len);
     let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
