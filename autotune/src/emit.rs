@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use entkv_abi::PagedSpec;
-use entkv_codegen::{compile_module, llvm_version, Target};
+use entkv_codegen::{compile_module_with, llvm_version, CompileOptions, Target};
 use entkv_kernels::modules_for;
 use serde::Serialize;
 use std::path::Path;
@@ -40,6 +40,7 @@ pub struct Manifest {
 pub fn emit(specs: &[PagedSpec], out: &Path) -> Result<Manifest> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let target = Target::default();
+    let options = CompileOptions { keep_llvm_ir: true };
     let first = specs.first().context("no specialization to emit")?;
     let mut manifest = Manifest {
         entkv_version: env!("CARGO_PKG_VERSION"),
@@ -60,12 +61,16 @@ pub fn emit(specs: &[PagedSpec], out: &Path) -> Result<Manifest> {
         for module in modules_for(spec)? {
             let stem = format!("{}__{}", module.name, spec.sketch_tag());
             let kernels: Vec<&entkv_dsl::Kernel> = module.kernels.iter().collect();
-            let compiled = compile_module(&stem, &kernels, &target)
+            let compiled = compile_module_with(&stem, &kernels, &target, &options)
                 .with_context(|| format!("compiling module {stem}"))?;
             let ptx_file = format!("{stem}.ptx");
             let ll_file = format!("{stem}.ll");
             std::fs::write(out.join(&ptx_file), &compiled.ptx)?;
-            std::fs::write(out.join(&ll_file), &compiled.llvm_ir)?;
+            let ir = compiled
+                .llvm_ir
+                .as_deref()
+                .context("compile_module_with kept no LLVM IR")?;
+            std::fs::write(out.join(&ll_file), ir)?;
             manifest.modules.push(ManifestModule {
                 module: module.name.to_string(),
                 ptx_file,

@@ -1,7 +1,7 @@
 //! Compile two small kernels and print their PTX (stdout) and compile times (stderr).
 //!
 //! `cargo run -p entkv-codegen --example dump_ptx [ir|ir-unopt]`
-use entkv_codegen::{compile_module, llvm_version, ptxas, Target};
+use entkv_codegen::{compile_module, compile_module_with, llvm_version, ptxas, CompileOptions, Target};
 use entkv_dsl::*;
 use std::time::Instant;
 
@@ -42,7 +42,8 @@ fn main() {
     let t = Target::default();
     // The first call also initialises LLVM's NVPTX target.
     let t0 = Instant::now();
-    let m = compile_module("demo", &refs, &t).expect("codegen");
+    let keep = CompileOptions { keep_llvm_ir: true };
+    let m = compile_module_with("demo", &refs, &t, &keep).expect("codegen");
     let first = t0.elapsed();
     let n = 20;
     let t1 = Instant::now();
@@ -59,8 +60,8 @@ fn main() {
         per_kernel
     );
     match what.as_str() {
-        "ir" => println!("{}", m.llvm_ir),
-        "ir-unopt" => println!("{}", m.llvm_ir_unoptimized),
+        "ir" => println!("{}", m.llvm_ir.as_deref().unwrap_or_default()),
+        "ir-unopt" => println!("{}", m.llvm_ir_unoptimized.as_deref().unwrap_or_default()),
         _ => println!("{}", m.ptx),
     }
     if let Ok(r) = ptxas::assemble(&m.ptx, t.sm) {

@@ -6,7 +6,8 @@
 //! [`nvptx_compat`], so a move to a newer LLVM is a one-file change.
 //!
 //! - [`compile_module`]: validate kernels, lower them ([`lower`]) into one LLVM module, verify,
-//!   run `default<O3>` and emit PTX text.
+//!   run `default<O3>` and emit PTX text. [`compile_module_with`] takes [`CompileOptions`], e.g.
+//!   to keep the LLVM IR text as well.
 //! - [`ptxas`]: find and run NVIDIA's `ptxas` (no LLVM involved) to assemble the PTX and read its
 //!   per-kernel resource report (registers, spills, shared memory).
 //!
@@ -53,16 +54,27 @@ impl Default for Target {
     }
 }
 
+/// How to compile a module, beyond the target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// Also return the LLVM IR text, as lowered and as optimised
+    /// ([`CompiledModule::llvm_ir_unoptimized`], [`CompiledModule::llvm_ir`]). Off by default:
+    /// printing a large module costs about a tenth of its compile time, and only `entkv emit`
+    /// and debugging want the text.
+    pub keep_llvm_ir: bool,
+}
+
 /// The result of compiling one module (one or more kernels).
 #[derive(Clone, Debug)]
 pub struct CompiledModule {
     pub name: String,
     /// Kernel entry names, in the order given (equal to each `Kernel::name`).
     pub entries: Vec<String>,
-    /// LLVM IR after `default<O3>`.
-    pub llvm_ir: String,
-    /// LLVM IR as lowered, before optimisation (useful when debugging the lowering).
-    pub llvm_ir_unoptimized: String,
+    /// LLVM IR after optimisation; `Some` only with [`CompileOptions::keep_llvm_ir`].
+    pub llvm_ir: Option<String>,
+    /// LLVM IR as lowered, before optimisation (useful when debugging the lowering); `Some` only
+    /// with [`CompileOptions::keep_llvm_ir`].
+    pub llvm_ir_unoptimized: Option<String>,
     /// PTX text.
     pub ptx: String,
 }
@@ -168,7 +180,8 @@ pub fn is_ptx_identifier(name: &str) -> bool {
     }
 }
 
-/// Compile `kernels` into one PTX module for `target`.
+/// Compile `kernels` into one PTX module for `target`, with the default [`CompileOptions`]
+/// (PTX only, no LLVM IR text).
 ///
 /// Every kernel is validated first; then lowered ([`lower::lower_kernel`]), the module is
 /// verified, optimised with `default<O3>` and emitted as PTX.
@@ -176,6 +189,16 @@ pub fn compile_module(
     module_name: &str,
     kernels: &[&Kernel],
     target: &Target,
+) -> Result<CompiledModule, CodegenError> {
+    compile_module_with(module_name, kernels, target, &CompileOptions::default())
+}
+
+/// [`compile_module`] with explicit [`CompileOptions`].
+pub fn compile_module_with(
+    module_name: &str,
+    kernels: &[&Kernel],
+    target: &Target,
+    options: &CompileOptions,
 ) -> Result<CompiledModule, CodegenError> {
     let invalid = |message: String| CodegenError::InvalidModule {
         module: module_name.to_string(),
@@ -207,7 +230,8 @@ pub fn compile_module(
     for k in kernels {
         lower::lower_kernel(&ctx, &module, k)?;
     }
-    let llvm_ir_unoptimized = module.print_to_string().to_string();
+    let print = |keep: bool| keep.then(|| module.print_to_string().to_string());
+    let llvm_ir_unoptimized = print(options.keep_llvm_ir);
     let verify = |stage: &'static str| {
         module.verify().map_err(|e| CodegenError::Verify {
             module: module_name.to_string(),
@@ -221,7 +245,7 @@ pub fn compile_module(
         .run_passes("default<O3>", &tm, PassBuilderOptions::create())
         .map_err(|e| CodegenError::Optimize(e.to_string()))?;
     verify("after optimisation")?;
-    let llvm_ir = module.print_to_string().to_string();
+    let llvm_ir = print(options.keep_llvm_ir);
 
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)

@@ -156,7 +156,7 @@ fn float_ops_f32() {
     assert_no_insn(p, "div.full");
     assert!(!p.contains(".ftz"), "no flush-to-zero:\n{p}");
     // `x * 2.5 + 1.0` may contract into an fma only if LLVM is told so; it is not.
-    assert!(c.module.llvm_ir.contains("@llvm.fma.f32"));
+    assert!(c.ir().contains("@llvm.fma.f32"));
 }
 
 #[test]
@@ -242,7 +242,7 @@ fn bool_ops_and_bool_param() {
     let c = check(&[&kernel]);
     // `Bool` parameters travel as one byte.
     assert!(c.ptx().contains(".param .u8 bool_ops_param_2"), "{}", c.ptx());
-    assert!(c.module.llvm_ir_unoptimized.contains("i8 %f"));
+    assert!(c.ir_unoptimized().contains("i8 %f"));
 }
 
 #[test]

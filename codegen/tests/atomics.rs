@@ -62,8 +62,8 @@ fn every_atomic_on_global_memory() {
         .filter(|l| l.starts_with("atom.") || l.starts_with("red."))
         .count();
     assert_eq!(n, 2 * supported().len(), "{p}");
-    assert!(c.module.llvm_ir_unoptimized.contains("atomicrmw fadd"));
-    assert!(c.module.llvm_ir_unoptimized.contains("monotonic"));
+    assert!(c.ir_unoptimized().contains("atomicrmw fadd"));
+    assert!(c.ir_unoptimized().contains("monotonic"));
 }
 
 #[test]

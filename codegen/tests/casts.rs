@@ -68,6 +68,6 @@ fn every_cast_pair() {
     assert_insn(c.entry("cast_from_i32"), "cvt.s64.s32");
     assert_insn(c.entry("cast_from_u32"), "cvt.u64.u32");
     // The saturating conversion intrinsics are what the lowering emits.
-    assert!(c.module.llvm_ir_unoptimized.contains("@llvm.fptosi.sat.i32.f32"));
-    assert!(c.module.llvm_ir_unoptimized.contains("@llvm.fptoui.sat.i64.f16"));
+    assert!(c.ir_unoptimized().contains("@llvm.fptosi.sat.i32.f32"));
+    assert!(c.ir_unoptimized().contains("@llvm.fptoui.sat.i64.f16"));
 }

@@ -27,7 +27,7 @@ fn for_with_unroll_hint() {
     k.store(o, t, acc);
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
-    let ir = &c.module.llvm_ir_unoptimized;
+    let ir = c.ir_unoptimized();
     assert!(ir.contains("!\"llvm.loop.unroll.count\", i32 4"), "{ir}");
     assert!(ir.contains("!llvm.loop"), "{ir}");
     // The unrolled body: at least 4 loads of `a` in one iteration of the main loop.
@@ -60,7 +60,7 @@ fn for_loops_of_every_int_type_and_unroll_disable() {
     k.store(o, k.thread_idx(), acc);
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
-    let ir = &c.module.llvm_ir_unoptimized;
+    let ir = c.ir_unoptimized();
     assert!(ir.contains("llvm.loop.unroll.disable"), "{ir}");
     assert!(ir.contains("icmp slt i32"), "signed loop compare:\n{ir}");
     assert!(ir.contains("icmp ult i32"), "unsigned loop compare:\n{ir}");
@@ -102,7 +102,7 @@ fn while_and_nested_if() {
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
     assert_insn(c.ptx(), "bra");
-    assert!(c.module.llvm_ir_unoptimized.contains("while.cond"));
+    assert!(c.ir_unoptimized().contains("while.cond"));
 }
 
 #[test]

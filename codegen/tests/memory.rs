@@ -108,7 +108,7 @@ fn shared_memory_vectors_and_barrier() {
     assert_insn(p, "ld.shared.f32");
     assert_insn(p, "bar.sync \t0");
     // 32-bit shared-memory addresses (`-nvptx-short-ptr`).
-    assert!(c.module.llvm_ir.contains("p3:32:32"), "{}", c.module.llvm_ir);
+    assert!(c.ir().contains("p3:32:32"), "{}", c.ir());
     assert!(
         instructions(p).any(|l| l.starts_with("ld.shared.v4.f32") && l.contains("[%r")),
         "{p}"
@@ -135,7 +135,7 @@ fn every_index_type() {
     k.store(o, i32i + 64, a.at(t));
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
-    let ir = &c.module.llvm_ir_unoptimized;
+    let ir = c.ir_unoptimized();
     assert!(
         ir.contains("sext i32"),
         "signed 32-bit index is sign-extended:\n{ir}"
@@ -163,7 +163,7 @@ fn registers_become_ssa() {
     k.store(o, k.thread_idx(), acc);
     let kernel = k.finish().unwrap();
     let c = check(&[&kernel]);
-    assert!(c.module.llvm_ir_unoptimized.contains("alloca"));
-    assert!(!c.module.llvm_ir.contains("alloca"), "{}", c.module.llvm_ir);
+    assert!(c.ir_unoptimized().contains("alloca"));
+    assert!(!c.ir().contains("alloca"), "{}", c.ir());
     assert!(!c.ptx().contains(".local"), "{}", c.ptx());
 }

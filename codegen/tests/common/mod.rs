@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use entkv_codegen::ptxas::{self, PtxasReport};
-use entkv_codegen::{compile_module, CompiledModule, Target};
+use entkv_codegen::{compile_module_with, CompileOptions, CompiledModule, Target};
 use entkv_dsl::Kernel;
 
 pub const SKIP_MSG: &str = "skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)";
@@ -18,6 +18,17 @@ pub struct Checked {
 impl Checked {
     pub fn ptx(&self) -> &str {
         &self.module.ptx
+    }
+    /// The optimised LLVM IR (kept by [`check`]).
+    pub fn ir(&self) -> &str {
+        self.module.llvm_ir.as_deref().expect("check keeps the LLVM IR")
+    }
+    /// The LLVM IR as lowered (kept by [`check`]).
+    pub fn ir_unoptimized(&self) -> &str {
+        self.module
+            .llvm_ir_unoptimized
+            .as_deref()
+            .expect("check keeps the LLVM IR")
     }
     /// The PTX text of one entry (from `.entry name(` to the next `.entry` or the end).
     pub fn entry(&self, name: &str) -> &str {
@@ -74,11 +85,13 @@ pub fn ptxas_required() -> bool {
 /// Compile `kernels` into one module and check everything every kernel must satisfy.
 pub fn check(kernels: &[&Kernel]) -> Checked {
     let name = format!("test_{}", kernels[0].name);
-    let module =
-        compile_module(&name, kernels, &Target::default()).unwrap_or_else(|e| panic!("codegen failed: {e}"));
+    let options = CompileOptions { keep_llvm_ir: true };
+    let module = compile_module_with(&name, kernels, &Target::default(), &options)
+        .unwrap_or_else(|e| panic!("codegen failed: {e}"));
     let ptx = &module.ptx;
     if std::env::var("ENTKV_DUMP_PTX").is_ok() {
-        eprintln!("==== {name} LLVM IR (O3) ====\n{}", module.llvm_ir);
+        let ir = module.llvm_ir.as_deref().unwrap_or_default();
+        eprintln!("==== {name} LLVM IR (optimised) ====\n{ir}");
         eprintln!("==== {name} PTX ====\n{ptx}");
     }
     assert!(ptx.contains(".version 8.0"), "{ptx}");
