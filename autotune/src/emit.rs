@@ -40,7 +40,10 @@ pub struct Manifest {
 pub fn emit(specs: &[PagedSpec], out: &Path) -> Result<Manifest> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let target = Target::default();
-    let options = CompileOptions { keep_llvm_ir: true };
+    let options = CompileOptions {
+        keep_llvm_ir: true,
+        ..Default::default()
+    };
     let first = specs.first().context("no specialization to emit")?;
     let mut manifest = Manifest {
         entkv_version: env!("CARGO_PKG_VERSION"),

@@ -42,7 +42,10 @@ fn main() {
     let t = Target::default();
     // The first call also initialises LLVM's NVPTX target.
     let t0 = Instant::now();
-    let keep = CompileOptions { keep_llvm_ir: true };
+    let keep = CompileOptions {
+        keep_llvm_ir: true,
+        ..Default::default()
+    };
     let m = compile_module_with("demo", &refs, &t, &keep).expect("codegen");
     let first = t0.elapsed();
     let n = 20;

@@ -7,7 +7,7 @@
 //!   (so their loads become `ld.global.nc`) and `writeonly` for [`Access::Write`]. `Scalar` →
 //!   by value: `i32`/`i64` for signed and unsigned integers, `half`, `bfloat`, `float`, and
 //!   `Bool` as an `i8` (C++ `bool`), where any non-zero byte is true.
-//! - **Registers** are allocas in the entry block; `default<O3>` (SROA/mem2reg) turns them into
+//! - **Registers** are allocas in the entry block; the optimisation pipeline (SROA) turns them into
 //!   SSA values. Registers of type `Bool` are `i1`.
 //! - **Shared arrays** are internal `addrspace(3)` globals `[len x T]`, undef-initialised,
 //!   16-byte aligned, named `<kernel>__<array>`.

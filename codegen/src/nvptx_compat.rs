@@ -17,6 +17,8 @@
 //! | 32-bit shared pointers       | `-nvptx-short-ptr` (process-wide option)             | same option, re-check |
 //! | 16-bit vector loads          | loaded as 32-bit words (v4bf16 load is split in 19)  | re-check |
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
+//! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
+//! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
 //!
 //! Intrinsics are looked up by name with `Intrinsic::find`, so a rename in a future LLVM fails
 //! loudly (`CodegenError::MissingIntrinsic`, and the `every_intrinsic_exists` unit test) instead
@@ -59,7 +61,17 @@ pub const MIN_SM: u32 = 70;
 /// pair; the target machine's data layout then gains `p3:32:32`. The option exists in LLVM 19
 /// and 22; if it is ever renamed, LLVM prints an "Unknown command line argument" error and
 /// exits, which the `shared_memory_vectors_and_barrier` test catches first.
-pub const LLVM_OPTIONS: &[&str] = &["-nvptx-short-ptr"];
+///
+/// `-memdep-block-scan-limit=20` (LLVM's default is 100): how many instructions
+/// MemoryDependenceAnalysis walks back from a load, within its block, looking for an earlier
+/// access to the same address. GVN uses it for every load, and GVN runs three times per module
+/// (once in the pipeline, twice more in the NVPTX backend at `-O3`); on the unrolled decode
+/// kernels each step of the walk is an alias query against an earlier load of the same buffer,
+/// and these walks were a quarter of the whole compile time. EarlyCSE has already forwarded
+/// every redundant load by then: the PTX of every module in the check matrix (see
+/// [`lean_o3_pipeline`]) is byte-identical with the default and with any limit down to 1.
+/// Compile time only; re-check the name when moving LLVM.
+pub const LLVM_OPTIONS: &[&str] = &["-nvptx-short-ptr", "-memdep-block-scan-limit=20"];
 
 /// Parse [`LLVM_OPTIONS`]; call exactly once per process, before creating a target machine.
 pub fn parse_llvm_options() {
@@ -78,6 +90,72 @@ pub fn parse_llvm_options() {
             overview.as_ptr(),
         );
     }
+}
+
+// ----- optimisation pipeline -----------------------------------------------------------------
+
+/// `instcombine` as LLVM 19's `default<O3>` runs it.
+const INSTCOMBINE: &str = "instcombine<max-iterations=1;no-use-loop-info;no-verify-fixpoint>";
+/// The `simplifycfg` variants of LLVM 19's `default<O3>`, named by where O3 uses them.
+const SIMPLIFYCFG_EARLY: &str = "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;\
+    no-switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;\
+    no-sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+const SIMPLIFYCFG: &str = "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;\
+    switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;\
+    no-sink-common-insts;speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+const SIMPLIFYCFG_HOIST_SINK: &str = "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;\
+    switch-range-to-icmp;no-switch-to-lookup;keep-loops;hoist-common-insts;sink-common-insts;\
+    speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+const SIMPLIFYCFG_LATE: &str = "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;\
+    switch-range-to-icmp;switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts;\
+    speculate-blocks;simplify-cond-branch;no-speculate-unpredictables>";
+const SIMPLIFYCFG_FINAL: &str = "simplifycfg<bonus-inst-threshold=1;no-forward-switch-cond;\
+    switch-range-to-icmp;no-switch-to-lookup;keep-loops;no-hoist-common-insts;\
+    no-sink-common-insts;speculate-blocks;simplify-cond-branch;speculate-unpredictables>";
+
+/// The optimisation pipeline [`crate::compile_module`] runs by default: LLVM 19's
+/// `default<O3>` (as `opt -passes='default<O3>' -print-pipeline-passes` prints it for
+/// `nvptx64-nvidia-cuda`) with every pass removed that does not change the PTX of entkv's
+/// kernels, the rest in O3's order. It makes exactly the same PTX as `default<O3>`, byte for
+/// byte, for every module of the check matrix (`cargo run --release -p entkv-autotune --example
+/// pipeline_check`: every module of 7 specializations and every tile of the autotuner's search
+/// space, 250 modules), in a third less optimisation time on the decode modules and a tenth of
+/// it on `page_meta` (measured in instructions executed, callgrind).
+///
+/// What is gone, and why it does nothing here: the inliner and the other call-graph passes
+/// (a module is kernels without calls), the SLP and loop vectorizers and the loop idiom, load
+/// elimination and distribution passes (they find nothing to vectorize in these kernels: the
+/// vector memory accesses come from the lowering and the backend's load/store vectorizer; the
+/// SLP vectorizer alone was 80% of `page_meta`'s optimisation time), the coroutine, OpenMP,
+/// instrumentation and LTO bookkeeping passes, the early full
+/// unroll (the DSL unrolls in Rust; the late `loop-unroll` honours the `llvm.loop.unroll`
+/// metadata), and passes whose input is already their fixpoint here: the repeated runs of
+/// SROA, InstCombine, SimplifyCFG and LICM, jump threading, SCCP, DSE, ADCE, BDCE, MemCpyOpt.
+///
+/// Re-derive it when moving LLVM (pass names and parameters change): print the new
+/// `default<O3>`, drop passes one at a time while `pipeline_check` reports identical PTX, and
+/// keep [`crate::Pipeline::O3`] as the reference.
+pub fn lean_o3_pipeline() -> String {
+    [
+        "function(nvvm-intr-range)".to_string(),
+        format!("function<eager-inv>({SIMPLIFYCFG_EARLY},sroa<modify-cfg>,early-cse<>)"),
+        "ipsccp".to_string(),
+        format!("function<eager-inv>({INSTCOMBINE},{SIMPLIFYCFG})"),
+        format!(
+            "function<eager-inv>(early-cse<memssa>,speculative-execution<only-if-divergent-target>,\
+             correlated-propagation,{INSTCOMBINE},reassociate,\
+             loop-mssa(licm<no-allowspeculation>,loop-rotate<header-duplication;no-prepare-for-lto>,\
+             licm<allowspeculation>),{SIMPLIFYCFG},{INSTCOMBINE},loop(indvars,loop-deletion),gvn<>,\
+             correlated-propagation,{SIMPLIFYCFG_HOIST_SINK})"
+        ),
+        "globalopt".to_string(),
+        format!(
+            "function<eager-inv>({INSTCOMBINE},{SIMPLIFYCFG_LATE},vector-combine,loop-unroll<O3>,\
+             infer-alignment,{INSTCOMBINE},loop-mssa(licm<allowspeculation>),div-rem-pairs,\
+             {SIMPLIFYCFG_FINAL})"
+        ),
+    ]
+    .join(",")
 }
 
 /// Load vectors of 16-bit elements (`f16`/`bf16`) as 32-bit words and split them.

@@ -85,7 +85,10 @@ pub fn ptxas_required() -> bool {
 /// Compile `kernels` into one module and check everything every kernel must satisfy.
 pub fn check(kernels: &[&Kernel]) -> Checked {
     let name = format!("test_{}", kernels[0].name);
-    let options = CompileOptions { keep_llvm_ir: true };
+    let options = CompileOptions {
+        keep_llvm_ir: true,
+        ..Default::default()
+    };
     let module = compile_module_with(&name, kernels, &Target::default(), &options)
         .unwrap_or_else(|e| panic!("codegen failed: {e}"));
     let ptx = &module.ptx;
