@@ -7,8 +7,10 @@
 //!   (so their loads become `ld.global.nc`) and `writeonly` for [`Access::Write`]. `Scalar` →
 //!   by value: `i32`/`i64` for signed and unsigned integers, `half`, `bfloat`, `float`, and
 //!   `Bool` as an `i8` (C++ `bool`), where any non-zero byte is true.
-//! - **Registers** are allocas in the entry block; the optimisation pipeline (SROA) turns them into
-//!   SSA values. Registers of type `Bool` are `i1`.
+//! - **Registers** assigned by exactly one statement and read only after it (in its block or
+//!   in statements nested there, so the definition dominates every read) are SSA values
+//!   directly; the others are allocas in the entry block, which the optimisation pipeline (SROA)
+//!   turns into SSA values. Registers of type `Bool` are `i1`.
 //! - **Shared arrays** are internal `addrspace(3)` globals `[len x T]`, undef-initialised,
 //!   16-byte aligned, named `<kernel>__<array>`.
 //! - **Memory accesses**: an in-bounds GEP with a 64-bit index (32-bit indices are sign- or
@@ -41,6 +43,7 @@ use inkwell::values::{
     PointerValue,
 };
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
+use std::cell::RefCell;
 
 type R<T> = Result<T, CodegenError>;
 
@@ -61,7 +64,10 @@ struct Lower<'a, 'ctx> {
     b: Builder<'ctx>,
     k: &'a Kernel,
     f: FunctionValue<'ctx>,
-    vars: Vec<PointerValue<'ctx>>,
+    /// The alloca of each register that is not an SSA value (see [`ssa_registers`]).
+    vars: Vec<Option<PointerValue<'ctx>>>,
+    /// The current value of each SSA register, once its statement has been lowered.
+    ssa: RefCell<Vec<Option<BasicValueEnum<'ctx>>>>,
     shared: Vec<PointerValue<'ctx>>,
 }
 
@@ -173,9 +179,17 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         let b = ctx.create_builder();
         let entry = ctx.append_basic_block(f, "entry");
         b.position_at_end(entry);
-        let mut vars = Vec::with_capacity(k.vars.len());
-        for v in &k.vars {
-            vars.push(b.build_alloca(reg_ty(ctx, v.ty), &sanitize(&v.name))?);
+        // The allocas are created last register first. SROA then places the PHIs of the
+        // remaining (reassigned) registers in the order it used when every register was an
+        // alloca, so the PTX differs from that lowering only in register numbering, and ptxas
+        // allocates the same number of registers and emits as many instructions for every kernel;
+        // in register order, a few kernels gain or lose two registers.
+        let ssa = ssa_registers(k);
+        let mut vars = vec![None; k.vars.len()];
+        for (i, v) in k.vars.iter().enumerate().rev() {
+            if !ssa[i] {
+                vars[i] = Some(b.build_alloca(reg_ty(ctx, v.ty), &sanitize(&v.name))?);
+            }
         }
         Ok(Lower {
             ctx,
@@ -184,6 +198,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             k,
             f,
             vars,
+            ssa: RefCell::new(vec![None; k.vars.len()]),
             shared,
         })
     }
@@ -223,8 +238,25 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     }
 
     fn store_var(&self, v: VarId, value: BasicValueEnum<'ctx>) -> R<()> {
-        self.b.build_store(self.vars[v.0 as usize], value)?;
+        match self.vars[v.0 as usize] {
+            Some(slot) => {
+                self.b.build_store(slot, value)?;
+            }
+            None => self.ssa.borrow_mut()[v.0 as usize] = Some(value),
+        }
         Ok(())
+    }
+
+    fn load_var(&self, v: VarId) -> R<BasicValueEnum<'ctx>> {
+        match self.vars[v.0 as usize] {
+            Some(slot) => Ok(self.b.build_load(self.ty(self.k.var(v).ty), slot, "")?),
+            None => self.ssa.borrow()[v.0 as usize].ok_or_else(|| {
+                CodegenError::Builder(format!(
+                    "register {} read before its definition",
+                    self.k.var(v).name
+                ))
+            }),
+        }
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
@@ -334,7 +366,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 unroll,
             } => {
                 let ty = self.k.var(*var).ty;
-                let slot = self.vars[var.0 as usize];
+                let slot = self.vars[var.0 as usize].expect("loop variables are allocas");
                 let init = self.expr(start)?;
                 self.b.build_store(slot, init)?;
                 let header = self.new_block("for.cond");
@@ -562,7 +594,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         let ty = e.ty();
         Ok(match e.kind() {
             ExprKind::Lit(l) => self.lit(*l, ty),
-            ExprKind::Var(v) => self.b.build_load(self.ty(ty), self.vars[v.0 as usize], "")?,
+            ExprKind::Var(v) => self.load_var(*v)?,
             ExprKind::Param(p) => {
                 let v = self.f.get_nth_param(p.0).expect("validated parameter");
                 if ty == Scalar::Bool {
@@ -845,6 +877,138 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             }
         })
     }
+}
+
+/// Which registers can be SSA values rather than allocas: those assigned by exactly one
+/// statement (a `For` variable is assigned twice: start and increment) and read only after that
+/// statement, in the same block or in statements nested in it. Statement order is lowering
+/// order, and every read of such a register is then dominated by its definition. A read in the
+/// statement's own operands, in an enclosing loop's condition, bounds or step, or after the
+/// enclosing block has ended keeps the register an alloca.
+fn ssa_registers(k: &Kernel) -> Vec<bool> {
+    struct Scan {
+        assignments: Vec<u32>,
+        defined: Vec<bool>,
+        read_early: Vec<bool>,
+    }
+    impl Scan {
+        fn read(&mut self, e: &Expr) {
+            match e.kind() {
+                ExprKind::Var(v) => {
+                    if !self.defined[v.0 as usize] {
+                        self.read_early[v.0 as usize] = true;
+                    }
+                }
+                ExprKind::Lit(_) | ExprKind::Param(_) | ExprKind::Builtin(_) => {}
+                ExprKind::Unary(_, a)
+                | ExprKind::Cast(_, a)
+                | ExprKind::Bitcast(_, a)
+                | ExprKind::Load(_, a) => self.read(a),
+                ExprKind::Binary(_, a, b) | ExprKind::Cmp(_, a, b) => {
+                    self.read(a);
+                    self.read(b);
+                }
+                ExprKind::Fma(a, b, c) | ExprKind::Select(a, b, c) | ExprKind::Dp4a { a, b, c, .. } => {
+                    self.read(a);
+                    self.read(b);
+                    self.read(c);
+                }
+            }
+        }
+        fn assign(&mut self, v: VarId, here: &mut Vec<usize>) {
+            self.assignments[v.0 as usize] += 1;
+            self.defined[v.0 as usize] = true;
+            here.push(v.0 as usize);
+        }
+        fn block(&mut self, b: &Block) {
+            let mut here = Vec::new();
+            for s in b {
+                self.stmt(s, &mut here);
+            }
+            for v in here {
+                self.defined[v] = false;
+            }
+        }
+        fn stmt(&mut self, s: &Stmt, here: &mut Vec<usize>) {
+            match s {
+                Stmt::Assign { var, value } => {
+                    self.read(value);
+                    self.assign(*var, here);
+                }
+                Stmt::Store { index, value, .. } => {
+                    self.read(index);
+                    self.read(value);
+                }
+                Stmt::LoadVec { vars, index, .. } => {
+                    self.read(index);
+                    for v in vars {
+                        self.assign(*v, here);
+                    }
+                }
+                Stmt::StoreVec { index, values, .. } => {
+                    self.read(index);
+                    values.iter().for_each(|v| self.read(v));
+                }
+                Stmt::Atomic {
+                    index, value, result, ..
+                } => {
+                    self.read(index);
+                    self.read(value);
+                    if let Some(r) = result {
+                        self.assign(*r, here);
+                    }
+                }
+                Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => {
+                    self.read(cond);
+                    self.block(then_body);
+                    self.block(else_body);
+                }
+                Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                    ..
+                } => {
+                    self.read(start);
+                    self.read(end);
+                    self.read(step);
+                    // Assigned by the start and by the increment.
+                    self.assignments[var.0 as usize] += 2;
+                    self.block(body);
+                }
+                Stmt::While { cond, body } => {
+                    self.read(cond);
+                    self.block(body);
+                }
+                Stmt::Barrier => {}
+                Stmt::Shuffle { dst, value, arg, .. } => {
+                    self.read(value);
+                    self.read(arg);
+                    self.assign(*dst, here);
+                }
+                Stmt::Ballot { dst, pred } => {
+                    self.read(pred);
+                    self.assign(*dst, here);
+                }
+            }
+        }
+    }
+    let n = k.vars.len();
+    let mut scan = Scan {
+        assignments: vec![0; n],
+        defined: vec![false; n],
+        read_early: vec![false; n],
+    };
+    scan.block(&k.body);
+    (0..n)
+        .map(|v| scan.assignments[v] == 1 && !scan.read_early[v])
+        .collect()
 }
 
 fn as_inst(v: BasicValueEnum<'_>) -> R<InstructionValue<'_>> {

@@ -151,6 +151,30 @@ fn every_index_type() {
 }
 
 #[test]
+fn single_assignment_registers_are_ssa_values_when_lowered() {
+    let mut k = KernelBuilder::new("lets", 32);
+    let a = k.buffer("a", Scalar::F32, Access::Read);
+    let o = k.buffer("o", Scalar::F32, Access::Write);
+    // Assigned once, read after: an SSA value from the start.
+    let x = k.let_("x", a.at(k.thread_idx()) * 2.0f32);
+    // Assigned twice: an alloca until SROA.
+    let acc = k.let_("acc", x);
+    k.if_(x.gt(1.0f32), |k| {
+        // Defined in the branch and read only there: SSA.
+        let y = k.let_("y", x + 1.0f32);
+        k.assign(acc, acc * y);
+    });
+    k.store(o, k.thread_idx(), acc);
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let ir = c.ir_unoptimized();
+    assert!(ir.contains("%acc = alloca float"), "{ir}");
+    assert!(!ir.contains("%x = alloca"), "{ir}");
+    assert!(!ir.contains("%y = alloca"), "{ir}");
+    assert!(!c.ir().contains("alloca"), "{}", c.ir());
+}
+
+#[test]
 fn registers_become_ssa() {
     let mut k = KernelBuilder::new("ssa", 32);
     let a = k.buffer("a", Scalar::F32, Access::Read);
