@@ -55,7 +55,9 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "n")]
     pub sweep: bool,
     /// Methods, comma-separated: dense, topk (a quarter of the pages), gaussian, certified,
-    /// softmax-topk (the Quest baseline: top-k's selection, softmax over the selected pages).
+    /// auto (the engine's pick of dense or certified at each length, from the bundle's tuned
+    /// timings), softmax-topk (the Quest baseline: top-k's selection, softmax over the selected
+    /// pages).
     #[arg(long, value_delimiter = ',', default_values = ["dense", "topk", "gaussian", "certified"])]
     pub methods: Vec<String>,
     /// Time the bundle as it is only, not also its default rows (half the device time).
@@ -196,16 +198,20 @@ pub enum MethodName {
     TopK,
     Gaussian,
     Certified,
+    /// `Method::Auto`: dense or certified-exact, whichever the bundle's tuned rows say is faster
+    /// at the length (dense where it has no tuned timings).
+    Auto,
     /// The Quest baseline: the engine's top-k selection, then softmax over the selected pages.
     SoftmaxTopK,
 }
 
 impl MethodName {
-    pub const ALL: [MethodName; 5] = [
+    pub const ALL: [MethodName; 6] = [
         MethodName::Dense,
         MethodName::TopK,
         MethodName::Gaussian,
         MethodName::Certified,
+        MethodName::Auto,
         MethodName::SoftmaxTopK,
     ];
 
@@ -227,6 +233,7 @@ impl MethodName {
             MethodName::TopK => "topk",
             MethodName::Gaussian => "gaussian",
             MethodName::Certified => "certified",
+            MethodName::Auto => "auto",
             MethodName::SoftmaxTopK => "softmax-topk",
         }
     }
@@ -242,7 +249,19 @@ impl MethodName {
             },
             MethodName::Gaussian => Method::Gaussian,
             MethodName::Certified => Method::Certified,
+            MethodName::Auto => Method::Auto,
         }
+    }
+
+    /// The method whose traffic a step of `self` moved, given the method its plan ran
+    /// (`StepPlan::method`: `Auto` resolved to dense or certified).
+    pub fn ran(self, planned: &Method) -> Result<MethodName> {
+        Ok(match (self, planned) {
+            (MethodName::Auto, Method::Dense) => MethodName::Dense,
+            (MethodName::Auto, Method::Certified) => MethodName::Certified,
+            (MethodName::Auto, other) => bail!("`auto` planned `{}`, not dense or certified", other.name()),
+            (m, _) => m,
+        })
     }
 
     /// The label in tables: `topk(512)`, `softmax-topk(512)`, ….
@@ -266,12 +285,14 @@ impl MethodName {
                 t.support_rows,
             ),
             MethodName::SoftmaxTopK => step_bytes::softmax_topk(sizes, selected()?),
+            MethodName::Auto => bail!("`auto` moves the bytes of the method it resolved to (MethodName::ran)"),
         })
     }
 
     /// The fraction of the cache a step kept: pages for the selectors, tokens for certified.
     pub fn kept(self, sizes: &StepSizes, t: &StepTraffic) -> Result<f64> {
         Ok(match self {
+            MethodName::Auto => bail!("`auto` keeps what the method it resolved to keeps (MethodName::ran)"),
             MethodName::Dense => 1.0,
             MethodName::Certified => {
                 sizes.token_fraction(t.kept_rows.context("the step reported no `kept`")?)
@@ -595,10 +616,11 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                     None => caches[c].time_step(&gpu, &sessions[v][c], &mut timer),
                 },
             )?;
-            let bytes = m.bytes(&sizes, &traffic)?;
+            let ran = m.ran(&plan.method)?;
+            let bytes = ran.bytes(&sizes, &traffic)?;
             let mut record =
                 crate::paper::record(&environment, w.name, m.name(), &caches[0].paper, &t[0], bytes);
-            record.pages_kept = Some(m.kept(&sizes, &traffic)?);
+            record.pages_kept = Some(ran.kept(&sizes, &traffic)?);
             records.push(record);
             let tiers = plan
                 .kernels
@@ -626,6 +648,12 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
                 })?;
                 let tile = entkv_abi::SoftmaxTopkTile::default_for(&spec).tag();
                 rows.push(row(SoftmaxTopk::STAGE.into(), "-".into(), tile.clone(), tile, &t));
+                continue;
+            }
+            if m == MethodName::Auto {
+                // Its stages are those of the method it resolved to (the step row's tiers say
+                // which), timed under that method's own name; the default rows may resolve to
+                // the other one.
                 continue;
             }
             for &family in method.families() {
@@ -771,5 +799,13 @@ mod tests {
         };
         assert!(MethodName::Gaussian.bytes(&s, &none).is_err());
         assert!(MethodName::Certified.kept(&s, &none).is_err());
+        // `auto` counts the bytes of what it ran; on its own it has none.
+        assert!(MethodName::Auto.bytes(&s, &t).is_err() && MethodName::Auto.kept(&s, &t).is_err());
+        let ran = MethodName::Auto.ran(&Method::Certified).unwrap();
+        assert_eq!(ran, MethodName::Certified);
+        assert_eq!(ran.bytes(&s, &t).unwrap(), step_bytes::certified(&s, 5000, 1000));
+        assert_eq!(MethodName::Auto.ran(&Method::Dense).unwrap(), MethodName::Dense);
+        assert!(MethodName::Auto.ran(&Method::Gaussian).is_err());
+        assert_eq!(MethodName::TopK.ran(&Method::Dense).unwrap(), MethodName::TopK);
     }
 }
