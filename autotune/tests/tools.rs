@@ -253,8 +253,8 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
         ],
     );
     fails_with(
-        entkv().args(["bench", "--bundle", b, "--workload", "peaked"]),
-        &["`peaked` is not supported"],
+        entkv().args(["bench", "--bundle", b, "--workload", "skewed"]),
+        &["unknown workload `skewed` (paper, gqa, peaked, wide"],
     );
     fails_with(
         entkv().args(["bench", "--bundle", b, "--methods", "dense,sdpa"]),
@@ -271,6 +271,22 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
     if no_gpu() {
         fails_with(
             entkv().args(["bench", "--bundle", b, "--n", "4096", "--iters", "1"]),
+            &["no usable GPU"],
+        );
+        // `peaked` runs on the paper bundle (same spec) with every method: it passes the
+        // argument and bundle checks and stops at the GPU.
+        fails_with(
+            entkv().args([
+                "bench",
+                "--bundle",
+                b,
+                "--workload",
+                "peaked",
+                "--n",
+                "32768",
+                "--methods",
+                "dense,topk,gaussian,certified,softmax-topk",
+            ]),
             &["no usable GPU"],
         );
         // The new flags pass the argument and bundle checks and stop at the GPU.
