@@ -519,11 +519,14 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
         }
         gpu.synchronize()?;
         eprintln!(
-            "{} n = {n}: {copies} {} cache(s) generated ({:?} keys) in {:.3} s",
+            "{} n = {n}: {copies} {} cache(s) generated in {:.3} s{}",
             elapsed(),
             w.name,
-            w.data,
-            generated.elapsed().as_secs_f64()
+            generated.elapsed().as_secs_f64(),
+            match w.data {
+                DeviceKeys::Normal => "",
+                DeviceKeys::Peaked => " (peaked keys, spot-checked bit for bit against the host twin)",
+            }
         );
         let max_pages = caches[0].paper.shape.max_pages;
         let sizes = StepSizes::of(&spec, w.batch, w.kv_heads, n);

@@ -454,6 +454,24 @@ impl DeviceProgram {
         Ok(h)
     }
 
+    /// Download elements `start..start + len` of buffer `name` (a few pages of a pool that is
+    /// too large to read whole).
+    pub fn get_range(&self, name: &str, start: u64, len: usize) -> Result<entkv_dsl::interp::HostBuffer> {
+        let Some((b, elem, total)) = self.buffers.get(name) else {
+            anyhow::bail!("no device buffer `{name}`");
+        };
+        if start.saturating_add(len as u64) > *total as u64 {
+            anyhow::bail!("elements {start}..+{len} of `{name}`, which has {total}");
+        }
+        let size = elem.size_bytes() as usize;
+        let bytes = b.range_to_host(start as usize * size, len * size)?;
+        let mut h = entkv_dsl::interp::HostBuffer::zeros(*elem, len);
+        if len > 0 && !h.copy_from_le_bytes(&bytes) {
+            anyhow::bail!("buffer `{name}` came back with {} bytes", bytes.len());
+        }
+        Ok(h)
+    }
+
     /// Copy every buffer back into `p`.
     pub fn download(&self, p: &mut Program) -> Result<()> {
         for (name, b) in p.buffers.iter_mut() {

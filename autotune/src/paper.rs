@@ -19,6 +19,7 @@ use entkv_runtime::Gpu;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 const SEED_K: u32 = 0x1234_5678;
 const SEED_V: u32 = 0x0bad_cafe;
@@ -106,6 +107,53 @@ pub fn first_query(spec: &PagedSpec, shape: &PagedShape, q: &Tensor, b: usize, k
     q.values[h0 * d..][..d].iter().map(|&x| x as f32).collect()
 }
 
+/// Compare, bit for bit, pages of a peaked pool (read by `read(start, len)`, element offsets)
+/// with the twin: the first and last page and the first hot page of the first and of the last
+/// (sequence, KV head). Returns the pages compared; a difference is an error naming the row.
+#[allow(clippy::too_many_arguments)]
+pub fn spot_check_peaked(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    block_table: &[i32],
+    q: &Tensor,
+    g: &PeakedKeys,
+    n: u64,
+    mut read: impl FnMut(u64, usize) -> Result<Vec<f64>>,
+) -> Result<usize> {
+    let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
+    let pages = n.div_ceil(p as u64) as u32;
+    let last = (shape.batch.max(1) - 1, shape.kv_heads.max(1) - 1);
+    let mut picked = BTreeSet::new();
+    for (b, kvh) in [(0, 0), last] {
+        let hot = g.hot_pages(b, kvh, n as u32);
+        for j in [Some(0), Some(pages - 1), hot.first().copied()]
+            .into_iter()
+            .flatten()
+        {
+            picked.insert((b, kvh, j));
+        }
+    }
+    for &(b, kvh, j) in &picked {
+        let (bu, hu) = (b as usize, kvh as usize);
+        let tokens: Vec<usize> = (j as usize * p..(j as usize + 1) * p).collect();
+        let want = g.rows(&first_query(spec, shape, q, bu, hu), b, kvh, n as u32, &tokens)?;
+        // A (page, KV head) block of the pool is `page_size` contiguous rows.
+        let got = read(pool_row(spec, shape, block_table, bu, hu, tokens[0]), p * d)?;
+        for (t, row) in tokens.iter().zip(&want) {
+            for (i, &w) in row.iter().enumerate() {
+                let x = got[(t % p) * d + i];
+                if x.to_bits() != w.to_bits() {
+                    anyhow::bail!(
+                        "peaked keys on the device differ from the host twin: sequence {b}, KV head \
+                         {kvh}, token {t}, dim {i}: device {x}, twin {w}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(picked.len())
+}
+
 /// The peaked-key generator (seed `SEED_K`) of a layout, checked: it writes every owned page
 /// once and nothing else.
 pub fn peaked_generator(
@@ -185,6 +233,11 @@ impl PaperCache {
                 dev.alloc_poisoned(gpu, "k_pool", elem, pool as usize)?;
                 let call = g.call(gpu.info().sm_count * 16)?;
                 dev.launch_calls(&mut kernels.functions, &[call], gpu.stream_raw())?;
+                // The reference regenerates keys with the twin: check on a few pages that it
+                // describes what the device wrote (the copies follow the launch on its stream).
+                spot_check_peaked(&spec, &shape, &perm, &q, &g, n, |start, len| {
+                    Ok(dev.get_range("k_pool", start, len)?.to_f64_vec())
+                })?;
                 Some(g)
             }
         };
@@ -619,6 +672,26 @@ mod tests {
         p.calls.push(g.call(4).unwrap());
         p.run_interp().unwrap();
         let pool = p.get("k_pool").to_f64_vec();
+        // The spot check PaperCache runs after a launch passes on this pool, and catches a
+        // changed element.
+        let read = |pool: &[f64], start: u64, len: usize| Ok(pool[start as usize..][..len].to_vec());
+        let checked = spot_check_peaked(&spec, &l.shape, &l.block_table, &l.q, &g, n, |s, len| {
+            read(&pool, s, len)
+        });
+        // First, last and first hot page of two heads (a hot page may be the first or last).
+        assert!((4..=6).contains(&checked.unwrap()));
+        let mut bad = pool.clone();
+        let at = pool_row(&spec, &l.shape, &l.block_table, 1, 2, 300 - 1) as usize + 31;
+        bad[at] = -bad[at];
+        let e = spot_check_peaked(&spec, &l.shape, &l.block_table, &l.q, &g, n, |s, len| {
+            read(&bad, s, len)
+        });
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("sequence 1, KV head 2, token 299, dim 31"),
+            "the flipped element is in the last page of the last head"
+        );
         let tokens: Vec<usize> = (0..n as usize).collect();
         for b in 0..2 {
             for kvh in 0..3 {
