@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::device::{FunctionCache, Kernels};
 use crate::engine_bench::{rotation_copies, EngineCache, Session, SoftmaxTopk, StepTraffic};
+use crate::paper::DeviceKeys;
 use crate::record::{records_table, step_bytes, summarize, Environment, StepSizes, TimingRecord};
 use crate::verify_cmd::{aligned, default_rows_only, method_label};
 
@@ -44,8 +45,8 @@ pub struct BenchArgs {
     /// Bundle directory or .entkvb file; it must hold the workload's spec.
     #[arg(long)]
     pub bundle: PathBuf,
-    /// BENCH.md workload: paper, gqa or wide (peaked is refused for now: its keys are a host
-    /// generator, too slow at these lengths).
+    /// BENCH.md workload: paper, gqa, peaked or wide (peaked: the paper shapes on page-coherent
+    /// keys with a few query-aligned pages, generated on the device).
     #[arg(long, default_value = "paper")]
     pub workload: String,
     /// Context lengths (tokens per sequence), comma-separated.
@@ -89,14 +90,16 @@ pub struct BenchWorkload {
     pub alpha: f64,
     #[serde(serialize_with = "as_name")]
     pub kv_dtype: DType,
+    /// How the keys are generated (BENCH.md's "data" column).
+    pub data: DeviceKeys,
 }
 
 fn as_name<S: serde::Serializer>(d: &DType, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(d.name())
 }
 
-/// The workloads of ../shared/BENCH.md that run on device-generated iid normal data.
-pub const WORKLOADS: [BenchWorkload; 3] = [
+/// The workloads of ../shared/BENCH.md, on data generated on the device.
+pub const WORKLOADS: [BenchWorkload; 4] = [
     BenchWorkload {
         name: "paper",
         batch: 8,
@@ -106,6 +109,7 @@ pub const WORKLOADS: [BenchWorkload; 3] = [
         page_size: 16,
         alpha: 1.5,
         kv_dtype: DType::F16,
+        data: DeviceKeys::Normal,
     },
     BenchWorkload {
         name: "gqa",
@@ -116,6 +120,19 @@ pub const WORKLOADS: [BenchWorkload; 3] = [
         page_size: 16,
         alpha: 1.5,
         kv_dtype: DType::BF16,
+        data: DeviceKeys::Normal,
+    },
+    // `paper`'s shapes and spec (one bundle serves both) on page-coherent keys.
+    BenchWorkload {
+        name: "peaked",
+        batch: 8,
+        q_heads: 24,
+        kv_heads: 24,
+        head_dim: 32,
+        page_size: 16,
+        alpha: 1.5,
+        kv_dtype: DType::F16,
+        data: DeviceKeys::Peaked,
     },
     BenchWorkload {
         name: "wide",
@@ -126,24 +143,20 @@ pub const WORKLOADS: [BenchWorkload; 3] = [
         page_size: 32,
         alpha: 1.5,
         kv_dtype: DType::BF16,
+        data: DeviceKeys::Normal,
     },
 ];
 
 impl BenchWorkload {
-    /// The workload called `name`; `peaked` and unknown names are refused, saying why.
+    /// The workload called `name`; unknown names are refused, listing the known ones.
     pub fn named(name: &str) -> Result<BenchWorkload> {
-        if name == "peaked" {
-            bail!(
-                "workload `peaked` is not supported by `entkv bench` yet: its page-coherent keys come \
-                 from a host generator (entkv_kernels::paged_data), far too slow for caches of 32k+ \
-                 tokens; the device-generated workloads are paper, gqa and wide \
-                 (`entkv verify` checks peaked keys)"
-            );
-        }
-        WORKLOADS
-            .into_iter()
-            .find(|w| w.name == name)
-            .with_context(|| format!("unknown workload `{name}` (paper, gqa, wide; see ../shared/BENCH.md)"))
+        WORKLOADS.into_iter().find(|w| w.name == name).with_context(|| {
+            let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+            format!(
+                "unknown workload `{name}` ({}; see ../shared/BENCH.md)",
+                names.join(", ")
+            )
+        })
     }
 
     /// The kernel specialization the bundle must hold (8-bit sketch, no ALiBi: `entkv bundle
@@ -515,15 +528,27 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             .collect();
         eprintln!("{} n = {n}: {}", elapsed(), tiers.join("; "));
         let new_cache = |kernels: &mut Kernels, seed| {
-            EngineCache::new(&gpu, kernels, spec, w.batch, w.kv_heads, n, seed)
+            EngineCache::with_keys(&gpu, kernels, spec, w.batch, w.kv_heads, n, seed, w.data)
                 .with_context(|| format!("generating the {} cache at n = {n}", w.name))
         };
+        let generated = std::time::Instant::now();
         let first = new_cache(&mut kernels, 7)?;
         let copies = rotation_copies(gpu.info().l2_bytes, first.kv_bytes());
         let mut caches = vec![first];
         for i in 1..copies {
             caches.push(new_cache(&mut kernels, 7 + i as u64)?);
         }
+        gpu.synchronize()?;
+        eprintln!(
+            "{} n = {n}: {copies} {} cache(s) generated in {:.3} s{}",
+            elapsed(),
+            w.name,
+            generated.elapsed().as_secs_f64(),
+            match w.data {
+                DeviceKeys::Normal => "",
+                DeviceKeys::Peaked => " (peaked keys, spot-checked bit for bit against the host twin)",
+            }
+        );
         let max_pages = caches[0].paper.shape.max_pages;
         let sizes = StepSizes::of(&spec, w.batch, w.kv_heads, n);
         // The metadata build is the same for every method: its stage is timed once per length.
@@ -734,6 +759,58 @@ mod tests {
         assert!(parse(&["--sweep", "--n", "4096"]).is_err());
         assert_eq!(SWEEP_N.first(), Some(&4096));
         assert_eq!(SWEEP_N.last(), Some(&(1 << 20)));
+    }
+
+    /// BENCH.md's workloads table; `peaked` is `paper`'s shapes (one bundle serves both) on
+    /// device-generated peaked keys.
+    #[test]
+    fn workloads_follow_bench_md() {
+        for w in WORKLOADS {
+            assert_eq!(BenchWorkload::named(w.name).unwrap(), w);
+        }
+        let (paper, peaked) = (
+            BenchWorkload::named("paper").unwrap(),
+            BenchWorkload::named("peaked").unwrap(),
+        );
+        assert_eq!(
+            (
+                peaked.batch,
+                peaked.q_heads,
+                peaked.kv_heads,
+                peaked.head_dim,
+                peaked.page_size,
+                peaked.alpha,
+                peaked.kv_dtype
+            ),
+            (8, 24, 24, 32, 16, 1.5, DType::F16)
+        );
+        assert_eq!(
+            (paper.data, peaked.data),
+            (DeviceKeys::Normal, DeviceKeys::Peaked)
+        );
+        assert_eq!(peaked.spec().unwrap(), paper.spec().unwrap());
+        assert_eq!(peaked.create_command(), paper.create_command());
+        let j = serde_json::to_value(peaked).unwrap();
+        assert_eq!(
+            (&j["name"], &j["data"], &j["kv_dtype"]),
+            (&"peaked".into(), &"peaked".into(), &"f16".into())
+        );
+        assert_eq!(serde_json::to_value(paper).unwrap()["data"], "normal");
+        let e = BenchWorkload::named("skewed").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown workload `skewed` (paper, gqa, peaked, wide"),
+            "{e}"
+        );
+        let a = parse(&[
+            "--workload",
+            "peaked",
+            "--methods",
+            "dense,topk,gaussian,certified,softmax-topk",
+        ])
+        .unwrap();
+        assert_eq!(BenchWorkload::named(&a.workload).unwrap(), peaked);
+        let methods: Vec<MethodName> = a.methods.iter().map(|m| MethodName::parse(m).unwrap()).collect();
+        assert_eq!(methods, MethodName::ALL);
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct Kernels<'g> {
     gpu: &'g Gpu,
     pub dense: HashMap<String, DenseFns>,
     fill: HashMap<DType, (Module, Function)>,
+    /// Single kernels launched as `entkv_kernels::program::Call`s (the data generators).
+    pub functions: FunctionCache<'g>,
 }
 
 impl<'g> Kernels<'g> {
@@ -34,6 +36,7 @@ impl<'g> Kernels<'g> {
             gpu,
             dense: HashMap::new(),
             fill: HashMap::new(),
+            functions: FunctionCache::new(gpu),
         }
     }
 
@@ -451,6 +454,24 @@ impl DeviceProgram {
         Ok(h)
     }
 
+    /// Download elements `start..start + len` of buffer `name` (a few pages of a pool that is
+    /// too large to read whole).
+    pub fn get_range(&self, name: &str, start: u64, len: usize) -> Result<entkv_dsl::interp::HostBuffer> {
+        let Some((b, elem, total)) = self.buffers.get(name) else {
+            anyhow::bail!("no device buffer `{name}`");
+        };
+        if start.saturating_add(len as u64) > *total as u64 {
+            anyhow::bail!("elements {start}..+{len} of `{name}`, which has {total}");
+        }
+        let size = elem.size_bytes() as usize;
+        let bytes = b.range_to_host(start as usize * size, len * size)?;
+        let mut h = entkv_dsl::interp::HostBuffer::zeros(*elem, len);
+        if len > 0 && !h.copy_from_le_bytes(&bytes) {
+            anyhow::bail!("buffer `{name}` came back with {} bytes", bytes.len());
+        }
+        Ok(h)
+    }
+
     /// Copy every buffer back into `p`.
     pub fn download(&self, p: &mut Program) -> Result<()> {
         for (name, b) in p.buffers.iter_mut() {
@@ -478,4 +499,47 @@ pub fn run_program(gpu: &Gpu, cache: &mut FunctionCache, p: &mut Program) -> Res
     gpu.synchronize()?;
     dev.download(p)?;
     Ok(dev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use entkv_kernels::peaked::peaked_kernel;
+
+    /// The host twins of the generators are bit-exact only if the device rounds every float
+    /// operation as written: PTX `mul.f32`/`add.f32`/`sub.f32` without a rounding modifier may
+    /// be fused into an fma by ptxas, so every one must carry `.rn`; the only fmas are the
+    /// kernels' explicit ones (`f32::mul_add` on the host).
+    #[test]
+    fn generators_compile_to_unfusable_float_ops() {
+        let kernels = [
+            fill_kernel(DType::F16).unwrap(),
+            fill_kernel(DType::BF16).unwrap(),
+            peaked_kernel(DType::F16, DType::F16).unwrap(),
+            peaked_kernel(DType::BF16, DType::BF16).unwrap(),
+        ];
+        for k in &kernels {
+            let ptx = compile_module(&k.name, &[k], &Target::default()).unwrap().ptx;
+            for op in ["mul", "add", "sub"] {
+                for line in ptx.lines() {
+                    let insn = line.split_whitespace().next().unwrap_or("");
+                    assert!(
+                        !(insn.starts_with(&format!("{op}."))
+                            && insn.ends_with(".f32")
+                            && !insn.contains(".rn")),
+                        "{}: contractible `{}`",
+                        k.name,
+                        line.trim()
+                    );
+                }
+            }
+            let fmas = ptx.matches("fma.rn.f32").count();
+            if k.name.starts_with("fill_peaked") {
+                // 22 walk terms, ‖q‖² and the key: more only if LLVM duplicated code.
+                assert!(fmas >= 24, "{}: {fmas} fmas", k.name);
+            } else {
+                assert_eq!(fmas, 0, "{}", k.name);
+            }
+        }
+    }
 }

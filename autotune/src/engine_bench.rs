@@ -16,7 +16,7 @@ use entkv_runtime::engine::{
 use entkv_runtime::{DeviceBuffer, Gpu, GpuTimer, RawStream};
 
 use crate::device::{FunctionCache, Kernels};
-use crate::paper::{PaperCache, Selection, SOFTMAX_REL_TOL};
+use crate::paper::{DeviceKeys, PaperCache, Selection, SOFTMAX_REL_TOL};
 
 /// The workload's cache on the device plus the regions a decoder needs.
 pub struct EngineCache {
@@ -183,7 +183,8 @@ impl SoftmaxTopk {
 }
 
 impl EngineCache {
-    /// `batch` sequences of `n` tokens, `kv_heads` KV heads, pages scattered over the pool.
+    /// `batch` sequences of `n` tokens, `kv_heads` KV heads, pages scattered over the pool,
+    /// iid normal keys.
     pub fn new(
         gpu: &Gpu,
         kernels: &mut Kernels,
@@ -193,7 +194,22 @@ impl EngineCache {
         n: u64,
         seed: u64,
     ) -> Result<EngineCache> {
-        let paper = PaperCache::new(gpu, kernels, spec, batch, kv_heads, n, seed)?;
+        EngineCache::with_keys(gpu, kernels, spec, batch, kv_heads, n, seed, DeviceKeys::Normal)
+    }
+
+    /// [`EngineCache::new`] with keys generated as `keys` says ([`PaperCache::with_keys`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_keys(
+        gpu: &Gpu,
+        kernels: &mut Kernels,
+        spec: PagedSpec,
+        batch: u32,
+        kv_heads: u32,
+        n: u64,
+        seed: u64,
+        keys: DeviceKeys,
+    ) -> Result<EngineCache> {
+        let paper = PaperCache::with_keys(gpu, kernels, spec, batch, kv_heads, n, seed, keys)?;
         let heads = batch as usize * paper.shape.q_heads(&spec) as usize;
         Ok(EngineCache {
             seq_lens: vec![n as i32; batch as usize],

@@ -1,25 +1,39 @@
 //! Decode pipelines at the BENCH.md shapes on the GPU: a paged cache of gigabytes generated on
-//! the device (pools filled by the counter-based generator, pages scattered by a shuffled block
+//! the device (pools filled by the counter-based generators, pages scattered by a shuffled block
 //! table), the pipelines of `entkv_kernels::pipelines` run on it, outputs checked against the
-//! float64 reference on sampled heads (K/V regenerated on the host), and each decode step timed
-//! with CUDA events.
+//! float64 reference on sampled heads (K/V regenerated on the host by the generators' bit-exact
+//! twins), and each decode step timed with CUDA events.
 
 use crate::device::{time_ms, DeviceProgram, FunctionCache, Kernels};
 use crate::record::{Environment, TimingRecord};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use entkv_abi::{DenseShape, DenseTile, PagedShape, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
 use entkv_kernels::check::{compare, DenseCheck, DenseOutputs};
 use entkv_kernels::data::{normal, Tensor};
 use entkv_kernels::fill::value_at;
+use entkv_kernels::peaked::PeakedKeys;
 use entkv_kernels::pipelines::{decode_pipeline, DecodeKind, Pipeline};
 use entkv_kernels::reference::{attend, attend_softmax, DecodeReference, HeadReference};
 use entkv_runtime::Gpu;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use serde::Serialize;
+use std::collections::BTreeSet;
 
 const SEED_K: u32 = 0x1234_5678;
 const SEED_V: u32 = 0x0bad_cafe;
+
+/// How a device cache's keys are generated; values are iid N(0, 1) either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKeys {
+    /// iid N(0, 1) (`entkv_kernels::fill`): BENCH.md `paper`, `gqa`, `wide`.
+    Normal,
+    /// Page-coherent keys with hot pages aligned with the queries (`entkv_kernels::peaked`):
+    /// BENCH.md `peaked`.
+    Peaked,
+}
 
 /// Selected logical pages per (sequence, KV head) as a selector wrote them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +44,130 @@ pub struct Selection {
     pub count: Vec<i32>,
 }
 
+/// The host side of a [`PaperCache`]: `batch` sequences of `n` tokens whose pages fill the pool
+/// exactly, scattered by a shuffle of `seed`, and the queries (iid normal, drawn from `seed`).
+#[derive(Clone, Debug)]
+pub struct PaperLayout {
+    pub shape: PagedShape,
+    pub block_table: Vec<i32>,
+    pub seq_lens: Vec<i32>,
+    /// `[batch, q_heads, d]`.
+    pub q: Tensor,
+}
+
+impl PaperLayout {
+    pub fn new(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u64, seed: u64) -> Result<PaperLayout> {
+        let len = i32::try_from(n)
+            .ok()
+            .filter(|&l| l >= 1)
+            .context("n must be in 1..=2³¹−1")?;
+        let pages_per_seq = n.div_ceil(spec.page_size as u64) as u32;
+        let shape = PagedShape {
+            batch,
+            kv_heads,
+            num_pages: batch
+                .checked_mul(pages_per_seq)
+                .filter(|&p| p <= i32::MAX as u32)
+                .context("the pool has more pages than an i32 block table can address")?,
+            max_pages: pages_per_seq,
+        };
+        let mut block_table: Vec<i32> = (0..shape.num_pages as i32).collect();
+        block_table.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+        let q_heads = shape.q_heads(spec) as usize;
+        let d = spec.decode.head_dim as usize;
+        let q = Tensor::from_f64(spec.decode.q_dtype, &normal(seed, batch as usize * q_heads * d));
+        Ok(PaperLayout {
+            shape,
+            block_table,
+            seq_lens: vec![len; batch as usize],
+            q,
+        })
+    }
+}
+
+/// Element offset in a pool of the row of token `t` of KV head `kvh` of sequence `b`.
+pub fn pool_row(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    block_table: &[i32],
+    b: usize,
+    kvh: usize,
+    t: usize,
+) -> u64 {
+    let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
+    let page = block_table[b * shape.max_pages as usize + t / p as usize] as u64;
+    ((page * shape.kv_heads as u64 + kvh as u64) * p + (t as u64 % p)) * d
+}
+
+/// The stored values of the first query head of KV head `kvh`'s group in sequence `b` (`q`
+/// `[batch, q_heads, d]`): the direction of that head's hot pages.
+pub fn first_query(spec: &PagedSpec, shape: &PagedShape, q: &Tensor, b: usize, kvh: usize) -> Vec<f32> {
+    let d = spec.decode.head_dim as usize;
+    let h0 = b * shape.q_heads(spec) as usize + kvh * spec.decode.group as usize;
+    q.values[h0 * d..][..d].iter().map(|&x| x as f32).collect()
+}
+
+/// Compare, bit for bit, pages of a peaked pool (read by `read(start, len)`, element offsets)
+/// with the twin: the first and last page and the first hot page of the first and of the last
+/// (sequence, KV head). Returns the pages compared; a difference is an error naming the row.
+#[allow(clippy::too_many_arguments)]
+pub fn spot_check_peaked(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    block_table: &[i32],
+    q: &Tensor,
+    g: &PeakedKeys,
+    n: u64,
+    mut read: impl FnMut(u64, usize) -> Result<Vec<f64>>,
+) -> Result<usize> {
+    let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
+    let pages = n.div_ceil(p as u64) as u32;
+    let last = (shape.batch.max(1) - 1, shape.kv_heads.max(1) - 1);
+    let mut picked = BTreeSet::new();
+    for (b, kvh) in [(0, 0), last] {
+        let hot = g.hot_pages(b, kvh, n as u32);
+        for j in [Some(0), Some(pages - 1), hot.first().copied()]
+            .into_iter()
+            .flatten()
+        {
+            picked.insert((b, kvh, j));
+        }
+    }
+    for &(b, kvh, j) in &picked {
+        let (bu, hu) = (b as usize, kvh as usize);
+        let tokens: Vec<usize> = (j as usize * p..(j as usize + 1) * p).collect();
+        let want = g.rows(&first_query(spec, shape, q, bu, hu), b, kvh, n as u32, &tokens)?;
+        // A (page, KV head) block of the pool is `page_size` contiguous rows.
+        let got = read(pool_row(spec, shape, block_table, bu, hu, tokens[0]), p * d)?;
+        for (t, row) in tokens.iter().zip(&want) {
+            for (i, &w) in row.iter().enumerate() {
+                let x = got[(t % p) * d + i];
+                if x.to_bits() != w.to_bits() {
+                    anyhow::bail!(
+                        "peaked keys on the device differ from the host twin: sequence {b}, KV head \
+                         {kvh}, token {t}, dim {i}: device {x}, twin {w}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(picked.len())
+}
+
+/// The peaked-key generator (seed `SEED_K`) of a layout, checked: it writes every owned page
+/// once and nothing else.
+pub fn peaked_generator(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    seq_lens: &[i32],
+    block_table: &[i32],
+) -> Result<PeakedKeys> {
+    let g = PeakedKeys::new(spec, shape, SEED_K);
+    g.check(spec, shape, seq_lens, block_table)
+        .context("the peaked-key generator cannot fill this layout")?;
+    Ok(g)
+}
+
 /// A paged cache on the device with every sequence `n` tokens long.
 pub struct PaperCache {
     pub spec: PagedSpec,
@@ -38,10 +176,13 @@ pub struct PaperCache {
     pub q: Tensor,
     pub block_table: Vec<i32>,
     pub dev: DeviceProgram,
+    pub keys: DeviceKeys,
+    /// The generator of the keys when they are peaked (its twin regenerates rows).
+    peaked: Option<PeakedKeys>,
 }
 
 impl PaperCache {
-    /// Allocate and fill q, the pools, the block table and the lengths.
+    /// Allocate and fill q, the pools (iid normal keys), the block table and the lengths.
     pub fn new(
         gpu: &Gpu,
         kernels: &mut Kernels,
@@ -51,26 +192,56 @@ impl PaperCache {
         n: u64,
         seed: u64,
     ) -> Result<PaperCache> {
-        let p = spec.page_size as u64;
-        let pages_per_seq = n.div_ceil(p) as u32;
-        let shape = PagedShape {
-            batch,
-            kv_heads,
-            num_pages: batch * pages_per_seq,
-            max_pages: pages_per_seq,
-        };
-        let mut perm: Vec<i32> = (0..shape.num_pages as i32).collect();
-        perm.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+        PaperCache::with_keys(gpu, kernels, spec, batch, kv_heads, n, seed, DeviceKeys::Normal)
+    }
+
+    /// [`PaperCache::new`] with keys generated as `keys` says. `seed` draws q and the page
+    /// shuffle; the pools' generators have fixed seeds (peaked keys still differ between seeds:
+    /// their hot pages point along q).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_keys(
+        gpu: &Gpu,
+        kernels: &mut Kernels,
+        spec: PagedSpec,
+        batch: u32,
+        kv_heads: u32,
+        n: u64,
+        seed: u64,
+        keys: DeviceKeys,
+    ) -> Result<PaperCache> {
+        let PaperLayout {
+            shape,
+            block_table: perm,
+            seq_lens,
+            q,
+        } = PaperLayout::new(&spec, batch, kv_heads, n, seed)?;
         let q_heads = shape.q_heads(&spec) as usize;
-        let d = spec.decode.head_dim as usize;
-        let q = Tensor::from_f64(spec.decode.q_dtype, &normal(seed, batch as usize * q_heads * d));
         let mut dev = DeviceProgram::new();
         dev.put(gpu, "q", &entkv_kernels::decode_checks::host_tensor(&q))?;
-        let pool = shape.pool_elems(&spec);
-        dev.alloc_normal(gpu, kernels, "k_pool", spec.decode.kv_dtype, pool, SEED_K)?;
-        dev.alloc_normal(gpu, kernels, "v_pool", spec.decode.kv_dtype, pool, SEED_V)?;
         dev.put(gpu, "block_table", &HostBuffer::I32(perm.clone()))?;
-        dev.put(gpu, "seq_lens", &HostBuffer::I32(vec![n as i32; batch as usize]))?;
+        dev.put(gpu, "seq_lens", &HostBuffer::I32(seq_lens.clone()))?;
+        let pool = shape.pool_elems(&spec);
+        let peaked = match keys {
+            DeviceKeys::Normal => {
+                dev.alloc_normal(gpu, kernels, "k_pool", spec.decode.kv_dtype, pool, SEED_K)?;
+                None
+            }
+            DeviceKeys::Peaked => {
+                // Reads q, the block table and the lengths put above.
+                let g = peaked_generator(&spec, &shape, &seq_lens, &perm)?;
+                let elem = entkv_kernels::scalar_of(spec.decode.kv_dtype);
+                dev.alloc_poisoned(gpu, "k_pool", elem, pool as usize)?;
+                let call = g.call(gpu.info().sm_count * 16)?;
+                dev.launch_calls(&mut kernels.functions, &[call], gpu.stream_raw())?;
+                // The reference regenerates keys with the twin: check on a few pages that it
+                // describes what the device wrote (the copies follow the launch on its stream).
+                spot_check_peaked(&spec, &shape, &perm, &q, &g, n, |start, len| {
+                    Ok(dev.get_range("k_pool", start, len)?.to_f64_vec())
+                })?;
+                Some(g)
+            }
+        };
+        dev.alloc_normal(gpu, kernels, "v_pool", spec.decode.kv_dtype, pool, SEED_V)?;
         if spec.alibi {
             let slopes: Vec<f32> = (1..=q_heads)
                 .map(|i| (-8.0 * i as f64 / q_heads as f64).exp2() as f32)
@@ -84,29 +255,57 @@ impl PaperCache {
             q,
             block_table: perm,
             dev,
+            keys,
+            peaked,
         })
     }
 
+    /// Keys of (sequence `b`, KV head `kvh`) at logical positions `toks`, as the device holds
+    /// them.
+    fn key_rows(&self, b: usize, kvh: usize, toks: &[usize]) -> Result<Vec<Vec<f64>>> {
+        self.check_tokens(toks)?;
+        Ok(match &self.peaked {
+            Some(g) => {
+                let q = first_query(&self.spec, &self.shape, &self.q, b, kvh);
+                g.rows(&q, b as u32, kvh as u32, self.n as u32, toks)?
+            }
+            None => toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect(),
+        })
+    }
+
+    fn value_rows(&self, b: usize, kvh: usize, toks: &[usize]) -> Result<Vec<Vec<f64>>> {
+        self.check_tokens(toks)?;
+        Ok(toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect())
+    }
+
+    /// Tokens to regenerate must lie in the sequences (a selection read back from the device
+    /// could hold anything).
+    fn check_tokens(&self, toks: &[usize]) -> Result<()> {
+        match toks.iter().find(|&&t| t as u64 >= self.n) {
+            Some(t) => anyhow::bail!("token {t} is past the {} tokens of the sequence", self.n),
+            None => Ok(()),
+        }
+    }
+
     fn row(&self, seed: u32, b: usize, kvh: usize, t: usize) -> Vec<f64> {
-        let (p, d) = (self.spec.page_size as usize, self.spec.decode.head_dim as usize);
-        let page = self.block_table[b * self.shape.max_pages as usize + t / p] as u64;
-        let base = ((page * self.shape.kv_heads as u64 + kvh as u64) * p as u64 + (t % p) as u64) * d as u64;
-        (0..d as u64)
+        let d = self.spec.decode.head_dim as u64;
+        let base = pool_row(&self.spec, &self.shape, &self.block_table, b, kvh, t);
+        (0..d)
             .map(|i| value_at(self.spec.decode.kv_dtype, seed, 1.0, base + i))
             .collect()
     }
 
     /// Full-cache float64 reference of head `hd` (= b·q_heads + h) over `tokens` (all when
     /// `None`), from K/V regenerated on the host.
-    pub fn reference(&self, hd: usize, tokens: Option<&[usize]>) -> HeadReference {
+    pub fn reference(&self, hd: usize, tokens: Option<&[usize]>) -> Result<HeadReference> {
         let q_heads = self.shape.q_heads(&self.spec) as usize;
         let d = self.spec.decode.head_dim as usize;
         let (b, h) = (hd / q_heads, hd % q_heads);
         let kvh = h / self.spec.decode.group as usize;
         let all: Vec<usize> = (0..self.n as usize).collect();
         let toks = tokens.unwrap_or(&all);
-        let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();
-        let values: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect();
+        let keys = self.key_rows(b, kvh, toks)?;
+        let values = self.value_rows(b, kvh, toks)?;
         let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
         let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
         let bias: Vec<f64> = if self.spec.alibi {
@@ -117,13 +316,13 @@ impl PaperCache {
         } else {
             Vec::new()
         };
-        attend(
+        Ok(attend(
             &self.q.values[hd * d..][..d],
             &kr,
             &vr,
             &bias,
             self.spec.decode.alpha,
-        )
+        ))
     }
 
     /// Allocate a pipeline's workspace and outputs (poisoned).
@@ -240,8 +439,8 @@ impl PaperCache {
                 .collect();
             hs.into_iter()
                 .map(|h| h.join().expect("reference thread"))
-                .collect()
-        });
+                .collect::<Result<_>>()
+        })?;
         let d = self.spec.decode.head_dim as usize;
         let picked = DenseOutputs {
             out: sample
@@ -285,19 +484,18 @@ impl PaperCache {
                     s.spawn(move || {
                         let (b, h) = (hd / q_heads, hd % q_heads);
                         let kvh = h / self.spec.decode.group as usize;
-                        let keys: Vec<Vec<f64>> = toks.iter().map(|&t| self.row(SEED_K, b, kvh, t)).collect();
-                        let values: Vec<Vec<f64>> =
-                            toks.iter().map(|&t| self.row(SEED_V, b, kvh, t)).collect();
+                        let keys = self.key_rows(b, kvh, toks)?;
+                        let values = self.value_rows(b, kvh, toks)?;
                         let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
                         let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
-                        attend_softmax(&self.q.values[hd * d..][..d], &kr, &vr, &[])
+                        Ok(attend_softmax(&self.q.values[hd * d..][..d], &kr, &vr, &[]))
                     })
                 })
                 .collect();
             hs.into_iter()
                 .map(|h| h.join().expect("reference thread"))
-                .collect()
-        });
+                .collect::<Result<_>>()
+        })?;
         let mut worst = 0.0f64;
         for (&hd, r) in sample.iter().zip(&refs) {
             let o = &out[hd * d..][..d];
@@ -417,4 +615,107 @@ pub fn bench_variants(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_cmd::BenchWorkload;
+
+    /// `entkv bench --workload peaked` at 1M tokens: the generator accepts the layout, which
+    /// has more than 2³² pool elements (64-bit offsets on both sides), and the twin regenerates
+    /// rows at both ends of the last head, whose noise counters pass 2³².
+    #[test]
+    fn peaked_layout_at_1m_tokens() {
+        let w = BenchWorkload::named("peaked").unwrap();
+        let spec = w.spec().unwrap();
+        let n = 1u64 << 20;
+        let l = PaperLayout::new(&spec, w.batch, w.kv_heads, n, 7).unwrap();
+        assert!(l.shape.pool_elems(&spec) > 1 << 32);
+        let g = peaked_generator(&spec, &l.shape, &l.seq_lens, &l.block_table).unwrap();
+        assert_eq!(g.threads(), 8 * 24 * 65_536 * 32);
+        let d = 32;
+        let q: Vec<f32> = l.q.values[(7 * 24 + 23) * d..][..d]
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
+        let rows = g.rows(&q, 7, 23, n as u32, &[0, n as usize - 1]).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows
+            .iter()
+            .all(|r| r.len() == d && r.iter().all(|x| x.is_finite())));
+        assert_ne!(rows[0], rows[1]);
+        // A broken table is an error, not a launch.
+        let mut shared = l.block_table.clone();
+        shared[1] = shared[0];
+        let e = peaked_generator(&spec, &l.shape, &l.seq_lens, &shared).unwrap_err();
+        assert!(format!("{e:#}").contains("owned twice"), "{e:#}");
+    }
+
+    /// What `PaperCache::with_keys` launches for peaked keys, run in the interpreter on a
+    /// small layout with the same buffers: the pool holds at every row what the reference
+    /// regenerates there (`first_query`, `pool_row`, `PeakedKeys::rows`).
+    #[test]
+    fn peaked_cache_generation_matches_its_reference_rows() {
+        use entkv_dsl::interp::HostBuffer;
+        use entkv_kernels::program::Program;
+        let spec = BenchWorkload::named("peaked").unwrap().spec().unwrap();
+        let n = 300u64;
+        let l = PaperLayout::new(&spec, 2, 3, n, 9).unwrap();
+        let g = peaked_generator(&spec, &l.shape, &l.seq_lens, &l.block_table).unwrap();
+        let mut p = Program::new();
+        p.buffer("q", entkv_kernels::decode_checks::host_tensor(&l.q));
+        p.buffer("block_table", HostBuffer::I32(l.block_table.clone()));
+        p.buffer("seq_lens", HostBuffer::I32(l.seq_lens.clone()));
+        let elem = entkv_kernels::scalar_of(spec.decode.kv_dtype);
+        p.poisoned("k_pool", elem, l.shape.pool_elems(&spec) as usize);
+        p.calls.push(g.call(4).unwrap());
+        p.run_interp().unwrap();
+        let pool = p.get("k_pool").to_f64_vec();
+        // The spot check PaperCache runs after a launch passes on this pool, and catches a
+        // changed element.
+        let read = |pool: &[f64], start: u64, len: usize| Ok(pool[start as usize..][..len].to_vec());
+        let checked = spot_check_peaked(&spec, &l.shape, &l.block_table, &l.q, &g, n, |s, len| {
+            read(&pool, s, len)
+        });
+        // First, last and first hot page of two heads (a hot page may be the first or last).
+        assert!((4..=6).contains(&checked.unwrap()));
+        let mut bad = pool.clone();
+        let at = pool_row(&spec, &l.shape, &l.block_table, 1, 2, 300 - 1) as usize + 31;
+        bad[at] = -bad[at];
+        let e = spot_check_peaked(&spec, &l.shape, &l.block_table, &l.q, &g, n, |s, len| {
+            read(&bad, s, len)
+        });
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("sequence 1, KV head 2, token 299, dim 31"),
+            "the flipped element is in the last page of the last head"
+        );
+        let tokens: Vec<usize> = (0..n as usize).collect();
+        for b in 0..2 {
+            for kvh in 0..3 {
+                let q = first_query(&spec, &l.shape, &l.q, b, kvh);
+                let rows = g.rows(&q, b as u32, kvh as u32, n as u32, &tokens).unwrap();
+                for (t, row) in rows.iter().enumerate() {
+                    let at = pool_row(&spec, &l.shape, &l.block_table, b, kvh, t) as usize;
+                    assert_eq!(&pool[at..at + 32], row.as_slice(), "seq {b} head {kvh} token {t}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn layout_sizes_are_checked() {
+        let spec = BenchWorkload::named("paper").unwrap().spec().unwrap();
+        let l = PaperLayout::new(&spec, 2, 3, 33, 1).unwrap();
+        assert_eq!((l.shape.num_pages, l.shape.max_pages), (6, 3));
+        assert_eq!(l.seq_lens, vec![33, 33]);
+        assert_eq!(l.q.len(), 2 * 3 * 32);
+        let mut t = l.block_table.clone();
+        t.sort();
+        assert_eq!(t, (0..6).collect::<Vec<i32>>());
+        assert!(PaperLayout::new(&spec, 2, 3, 0, 1).is_err());
+        assert!(PaperLayout::new(&spec, 2, 3, 1 << 31, 1).is_err());
+    }
 }

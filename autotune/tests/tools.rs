@@ -253,8 +253,8 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
         ],
     );
     fails_with(
-        entkv().args(["bench", "--bundle", b, "--workload", "peaked"]),
-        &["`peaked` is not supported"],
+        entkv().args(["bench", "--bundle", b, "--workload", "skewed"]),
+        &["unknown workload `skewed` (paper, gqa, peaked, wide"],
     );
     fails_with(
         entkv().args(["bench", "--bundle", b, "--methods", "dense,sdpa"]),
@@ -271,6 +271,22 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
     if no_gpu() {
         fails_with(
             entkv().args(["bench", "--bundle", b, "--n", "4096", "--iters", "1"]),
+            &["no usable GPU"],
+        );
+        // `peaked` runs on the paper bundle (same spec) with every method: it passes the
+        // argument and bundle checks and stops at the GPU.
+        fails_with(
+            entkv().args([
+                "bench",
+                "--bundle",
+                b,
+                "--workload",
+                "peaked",
+                "--n",
+                "32768",
+                "--methods",
+                "dense,topk,gaussian,certified,softmax-topk",
+            ]),
             &["no usable GPU"],
         );
         // The new flags pass the argument and bundle checks and stop at the GPU.
@@ -377,5 +393,70 @@ fn bench_report_renders_a_recorded_run() {
     ] {
         assert!(md.contains(needle), "no `{needle}` in:\n{md}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// scripts/bench_report.py with `peaked` records (the recorded `paper` bench relabelled, so
+/// the numbers are known): a `peaked` section whose SDPA column is `paper`'s, and the `peaked`
+/// target computed from them; without them the target stays "not measured".
+#[test]
+fn bench_report_computes_the_peaked_target() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    if Command::new("python3").arg("--version").output().is_err() {
+        println!("skipping: no python3");
+        return;
+    }
+    let recorded = root.join("results/2026-11-29-bench-2");
+    let dir = tmp("bench-report-peaked");
+    let peaked = dir.join("peaked");
+    std::fs::create_dir_all(&peaked).unwrap();
+    let mut report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(recorded.join("bench-paper.json")).unwrap()).unwrap();
+    report["workload"]["name"] = "peaked".into();
+    for key in ["records", "rows"] {
+        for r in report[key].as_array_mut().unwrap() {
+            r["workload"] = "peaked".into();
+        }
+    }
+    std::fs::write(peaked.join("bench-peaked.json"), report.to_string()).unwrap();
+    let render = |dirs: &[&std::path::Path]| -> String {
+        let doc = dir.join("benchmarks.md");
+        let o = Command::new("python3")
+            .arg(root.join("scripts/bench_report.py"))
+            .args(dirs)
+            .arg("--doc")
+            .arg(&doc)
+            .arg("--png")
+            .arg(dir.join("benchmarks.png"))
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        std::fs::read_to_string(&doc).unwrap()
+    };
+    let md = render(&[&recorded, &peaked]);
+    for needle in [
+        "| certified-exact, `peaked`, 1M: ≥ 8× faster than SDPA | 2.80× (3.312 ms vs 9.277 ms, SDPA of the `paper` run) | **missed** |",
+        "- certified-exact, `peaked`, 1M: ≥ 8× faster than SDPA: kernels: decode_certified 3.312 ms",
+        "## `peaked`: median step time (ms)",
+        "torch SDPA: the `paper` run's records",
+        "| 1M | 3.214 | 1.694 | 1.385 | 3.312 | 9.277 |",
+        "### `peaked`, n = 1M",
+        "| certified-exact | 3.312 | 3.282 | 3.327 | 50 | 0.0056% of tokens | 8.054 | 1.882 | 1.76 | 2.80× |",
+    ] {
+        assert!(md.contains(needle), "no `{needle}` in:\n{md}");
+    }
+    // The peaked target is listed once, with `paper`'s; SDPA is borrowed only at `peaked`'s
+    // lengths (the paper sweep's 4k is not one).
+    assert_eq!(md.matches("`peaked`, 1M: ≥ 8×").count(), 2, "{md}");
+    assert!(!md.contains("## Targets (`peaked`)"), "{md}");
+    let section = &md[md.find("## `peaked`").unwrap()..];
+    assert!(!section.contains("| 4k |"), "{section}");
+    let md = render(&[&recorded]);
+    assert!(
+        md.contains("| certified-exact, `peaked`, 1M: ≥ 8× faster than SDPA | not measured: no `peaked`"),
+        "{md}"
+    );
+    assert!(!md.contains("## `peaked`"), "{md}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

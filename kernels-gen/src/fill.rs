@@ -37,12 +37,13 @@ pub fn normal_at(seed: u32, i: u64) -> f32 {
     s - 6.0
 }
 
-/// `scale * normal_at(seed, i)` rounded to `dtype`, as an exact f64.
+/// `scale * normal_at(seed, i)` rounded to `dtype` as the kernel rounds it, as an exact f64.
 pub fn value_at(dtype: DType, seed: u32, scale: f32, i: u64) -> f64 {
-    crate::data::round_to(dtype, (normal_at(seed, i) * scale) as f64).1
+    crate::data::round_f32(dtype, normal_at(seed, i) * scale).1
 }
 
-fn fmix32_dsl(k: &mut KernelBuilder, h: Expr) -> Var {
+/// [`fmix32`] in the DSL.
+pub fn fmix32_dsl(k: &mut KernelBuilder, h: Expr) -> Var {
     let h = k.let_("h", h);
     k.assign(h, h ^ (h >> 16u32));
     k.assign(h, h * 0x85eb_ca6bu32);
@@ -50,6 +51,22 @@ fn fmix32_dsl(k: &mut KernelBuilder, h: Expr) -> Var {
     k.assign(h, h * 0xc2b2_ae35u32);
     k.assign(h, h ^ (h >> 16u32));
     h
+}
+
+/// [`normal_at`] in the DSL: `seed` a `u32`, `i` a 64-bit index; the same hashes and the same
+/// f32 sum in the same order. No fused multiply-add can change the result: the multiply by
+/// 2⁻²⁴ is exact, so `a·b + c` rounds once whether or not a backend contracts it.
+pub fn normal_dsl(k: &mut KernelBuilder, seed: Expr, i: Expr) -> Var {
+    let lo = i.clone().cast(Scalar::U32);
+    let hi = (i >> 32i64).cast(Scalar::U32);
+    let a = fmix32_dsl(k, hi ^ (seed * 0x9e37_79b9u32));
+    let key = fmix32_dsl(k, a ^ lo);
+    let s = k.let_typed("s", Scalar::F32, 0.0);
+    for j in 0..DRAWS {
+        let h = fmix32_dsl(k, key ^ j.wrapping_mul(0x27d4_eb2f));
+        k.assign(s, s + (h >> 8u32).f32() * (1.0 / 16_777_216.0));
+    }
+    k.let_("normal", s - 6.0f32)
 }
 
 /// `fill_normal_<dtype>(out, len, seed, scale)`: `out[i] = scale * normal_at(seed, i)`, grid-
@@ -63,16 +80,8 @@ pub fn fill_kernel(dtype: DType) -> Result<Kernel, KernelGenError> {
     let stride = k.let_("stride", k.grid_dim(Axis::X).i64() * FILL_THREADS as i64);
     let start = k.let_("start", k.global_thread_id().i64());
     k.for_("i", start, len, stride, |k, i| {
-        let lo = i.clone().cast(Scalar::U32);
-        let hi = (i.clone() >> 32i64).cast(Scalar::U32);
-        let a = fmix32_dsl(k, hi ^ (seed.clone() * 0x9e37_79b9u32));
-        let key = fmix32_dsl(k, a ^ lo);
-        let s = k.let_typed("s", Scalar::F32, 0.0);
-        for j in 0..DRAWS {
-            let h = fmix32_dsl(k, key ^ j.wrapping_mul(0x27d4_eb2f));
-            k.assign(s, s + (h >> 8u32).f32() * (1.0 / 16_777_216.0));
-        }
-        k.store(out, i, ((s - 6.0f32) * scale.clone()).cast(out.elem));
+        let x = normal_dsl(k, seed.clone(), i.clone());
+        k.store(out, i, (x * scale.clone()).cast(out.elem));
     });
     Ok(k.finish()?)
 }
@@ -80,6 +89,29 @@ pub fn fill_kernel(dtype: DType) -> Result<Kernel, KernelGenError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel in the interpreter writes `value_at`, bit for bit, in every dtype (a grid
+    /// smaller than the tensor, so the stride loop runs).
+    #[test]
+    fn kernel_matches_value_at() {
+        use entkv_dsl::interp::{run, Arg, HostBuffer, LaunchDims};
+        for dtype in [DType::F16, DType::BF16, DType::F32] {
+            let k = fill_kernel(dtype).unwrap();
+            let len = 3 * FILL_THREADS as usize + 77;
+            let mut out = HostBuffer::filled_f64(scalar_of(dtype), len, f64::NAN);
+            let mut args = [
+                Arg::Buf(&mut out),
+                Arg::scalar(len as i64),
+                Arg::scalar(0x0bad_cafeu32),
+                Arg::scalar(1.5f32),
+            ];
+            run(&k, LaunchDims::linear(2, FILL_THREADS), &mut args).unwrap();
+            for (i, got) in out.to_f64_vec().into_iter().enumerate() {
+                let want = value_at(dtype, 0x0bad_cafe, 1.5, i as u64);
+                assert_eq!(got.to_bits(), want.to_bits(), "{dtype:?} element {i}");
+            }
+        }
+    }
 
     #[test]
     fn moments_are_standard_normal() {

@@ -19,6 +19,7 @@ pub mod gaussian;
 pub mod normal;
 pub mod page_meta;
 pub mod paged_data;
+pub mod peaked;
 pub mod pipelines;
 pub mod program;
 pub mod reference;
