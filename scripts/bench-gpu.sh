@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The benchmark run behind docs/benchmarks.md (../shared/BENCH.md protocol), on an H200 with
-# the `entkv` binary of .gpu/ (scripts/build-gpu-bins.sh; carry .gpu/entkv):
-#   1. the `paper` bundle (untuned: α 1.5, d 32, P 16, f16, group 1) made with `entkv bundle
-#      create` (pure codegen, ~3 s on 2 cores), unless $BUNDLE names one to time instead;
-#   2. `entkv bench --no-defaults` of dense, top-k, Gaussian, certified-exact, then of softmax
-#      top-k, at 32k, 128k and 1M tokens (50 timed steps each, 3 heads checked against float64);
+# the `entkv` and `autotune` binaries of .gpu/ (scripts/build-gpu-bins.sh; carry them):
+#   1. the `paper` bundle as a user makes it: `autotune --alpha 1.5 --head-dim 32` (default
+#      buckets, ~100 s); TUNE=0 makes the untuned one with `entkv bundle create` instead, and
+#      $BUNDLE names one to time as it is;
+#   2. `entkv bench --no-defaults` of dense, top-k, Gaussian, certified-exact and auto, then of
+#      softmax top-k, at 32k, 128k and 1M tokens (50 timed steps each, 3 heads checked against
+#      float64);
 #   3. the same on the `peaked` workload (the paper shapes and bundle on page-coherent keys
 #      generated on the device, entkv_kernels::peaked): bench-peaked*.json;
 #   4. the paper workload over the sweep 4k…1M (`--sweep`, 20 timed steps, 1 head checked) for
@@ -13,11 +15,9 @@
 #      `paper` only: SDPA reads every key whatever they are, so its time does not depend on the
 #      data, and scripts/bench_report.py reuses these rows for `peaked`'s vs-SDPA column.
 # The softmax baseline runs in processes of its own so that a failure there cannot cost the
-# entmax records (each process writes its JSON at the end). Device time, from
-# results/2026-11-29-bench-2: 16 + 2 s for 2, about the same for 3 (plus under a second of key
-# generation per length), 19 + 3 s for 4, 5 s for 5, ~70 s in all; each phase is killed past
-# its limit (60 s the bundle, 75 s a bench, 60 s SDPA: ≤ 570 s in the worst case, inside a
-# 600 s device call). Every phase's wall time goes to phases.txt.
+# entmax records (each process writes its JSON at the end). Each phase is killed past its limit
+# (140 s the tuning, 65 s a bench, 70 s a sweep, 60 s SDPA: ≤ 600 s in the worst case, one
+# device call); every phase's wall time goes to phases.txt.
 #
 # A device call brings back only a few files, so everything this writes is packed into ONE file,
 # OUT/bench.tgz; extract it into results/<date>-bench/ and run
@@ -30,7 +30,7 @@ OUT=${1:-${OUT:-out/bench-gpu}}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 BIN=${BIN:-.gpu}
-ENTMAX=dense,topk,gaussian,certified
+ENTMAX=dense,topk,gaussian,certified,auto
 SWEEP=(4096 8192 16384 32768 65536 131072 262144 524288 1048576)
 export ENTKV_COMMIT=${ENTKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 # One JIT cache for both bench processes: the second loads the bundle's modules from it.
@@ -61,8 +61,14 @@ fi
 
 if [ -z "${BUNDLE:-}" ]; then
   BUNDLE=$(mktemp -d)/bundle-paper
-  phase 60 "bundle create (paper)" bundle-create.log \
-    "$BIN/entkv" bundle create --alpha 1.5 --head-dim 32 --page-size 16 --group 1 --kv-dtype f16 --out "$BUNDLE"
+  if [ "${TUNE:-1}" = 1 ]; then
+    # What a user gets from the README's main command: the bundle tuned on this GPU.
+    phase 140 "autotune --alpha 1.5 --head-dim 32 (default buckets)" autotune.log \
+      "$BIN/autotune" --alpha 1.5 --head-dim 32 --out "$BUNDLE"
+  else
+    phase 60 "bundle create (paper, untuned)" bundle-create.log \
+      "$BIN/entkv" bundle create --alpha 1.5 --head-dim 32 --page-size 16 --group 1 --kv-dtype f16 --out "$BUNDLE"
+  fi
 fi
 [ -f "$BUNDLE/manifest.json" ] && cp "$BUNDLE/manifest.json" "$WORK/bundle-manifest.json"
 
@@ -70,7 +76,7 @@ for w in paper peaked; do
   for m in entmax softmax; do
     methods=$ENTMAX suffix=
     [ $m = softmax ] && methods=softmax-topk suffix=-softmax
-    phase 75 "entkv bench $methods ($w: 32k, 128k, 1M)" "bench-$w$suffix.log" \
+    phase 65 "entkv bench $methods ($w: 32k, 128k, 1M)" "bench-$w$suffix.log" \
       "$BIN/entkv" bench --bundle "$BUNDLE" --no-defaults --workload $w --n 32768,131072,1048576 \
       --methods "$methods" --out "$WORK/bench-$w$suffix.json"
   done
@@ -78,7 +84,7 @@ done
 for m in entmax softmax; do
   methods=$ENTMAX suffix=
   [ $m = softmax ] && methods=softmax-topk suffix=-softmax
-  phase 75 "entkv bench $methods (paper sweep 4k…1M)" "bench-sweep$suffix.log" \
+  phase 70 "entkv bench $methods (paper sweep 4k…1M)" "bench-sweep$suffix.log" \
     "$BIN/entkv" bench --bundle "$BUNDLE" --no-defaults --workload paper --sweep \
     --methods "$methods" --iters 20 --warmup 5 --check-samples 1 --out "$WORK/bench-sweep$suffix.json"
 done
