@@ -71,6 +71,8 @@ if [ -z "${BUNDLE:-}" ]; then
   fi
 fi
 [ -f "$BUNDLE/manifest.json" ] && cp "$BUNDLE/manifest.json" "$WORK/bundle-manifest.json"
+# The tuning run's record of every candidate (status, times, registers, codegen and JIT ms).
+[ -f "$BUNDLE/tune-log.jsonl" ] && cp "$BUNDLE/tune-log.jsonl" "$WORK/tune-log.jsonl"
 
 for w in paper peaked; do
   for m in entmax softmax; do

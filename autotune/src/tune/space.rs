@@ -203,13 +203,16 @@ fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
     for ctas_per_sm in [2, 3, 4] {
         v.push(DenseTile { ctas_per_sm, ..*def });
     }
-    // More Newton steps leave fewer candidates for the finish pass (at 32k, 4 → 6 steps: 330 →
-    // 206 per head, finish 22 → 16 µs); fewer make the score pass cheaper (certified at 1M).
-    for newton_steps in [1, 2, 4, 6, 8] {
+    // One Newton step makes the certified score pass cheaper (its candidates are bounded by
+    // the sketch, not by the local threshold): the tuner picks it at 128k and 1M. Six or eight
+    // steps (fewer finish candidates at 32k) never beat four by more than the tie band, and
+    // with them the default run took 129 s, over its 120 s budget (results/2026-11-29-bench-3).
+    for newton_steps in [1, 2, 4] {
         v.push(DenseTile { newton_steps, ..*def });
     }
-    // The certified score pass wants 3–4 resident CTAs (its default asks for 4 at d·G = 32).
-    for score_min_blocks in [0, 1, 2, 3, 4] {
+    // Three resident CTAs is what the dense score pass wins with at 128k and 1M (1.02–1.04×),
+    // four the certified default; one never won.
+    for score_min_blocks in [0, 2, 3] {
         v.push(DenseTile {
             score_min_blocks,
             ..*def
