@@ -298,7 +298,9 @@ impl MethodName {
                 t.support_rows,
             ),
             MethodName::SoftmaxTopK => step_bytes::softmax_topk(sizes, selected()?),
-            MethodName::Auto => bail!("`auto` moves the bytes of the method it resolved to (MethodName::ran)"),
+            MethodName::Auto => {
+                bail!("`auto` moves the bytes of the method it resolved to (MethodName::ran)")
+            }
         })
     }
 
@@ -805,7 +807,7 @@ mod tests {
             "--workload",
             "peaked",
             "--methods",
-            "dense,topk,gaussian,certified,softmax-topk",
+            "dense,topk,gaussian,certified,auto,softmax-topk",
         ])
         .unwrap();
         assert_eq!(BenchWorkload::named(&a.workload).unwrap(), peaked);

@@ -285,7 +285,7 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
                 "--n",
                 "32768",
                 "--methods",
-                "dense,topk,gaussian,certified,softmax-topk",
+                "dense,topk,gaussian,certified,auto,softmax-topk",
             ]),
             &["no usable GPU"],
         );

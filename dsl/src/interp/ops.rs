@@ -5,7 +5,7 @@
 //! needs no third buffer. Per-lane failures are reported as `(j, error)`.
 
 use super::error::InterpError;
-use super::values::{f32_of, int_value, raw_f32, width_mask};
+use super::values::{bf16_from_f64, f16_from_f64, f32_of, int_value, raw_f32, width_mask};
 use crate::ir::{BinOp, CmpOp, Lit, Scalar, UnOp};
 use half::{bf16, f16};
 
@@ -44,13 +44,13 @@ pub(crate) fn lit_raw(l: &Lit, ty: Scalar) -> u64 {
             Scalar::I64 | Scalar::U64 => i as u64,
             Scalar::Bool => (i != 0) as u64,
             Scalar::F32 => raw_f32(i as f32),
-            Scalar::F16 => f16::from_f64(i as f64).to_bits() as u64,
-            Scalar::BF16 => bf16::from_f64(i as f64).to_bits() as u64,
+            Scalar::F16 => f16_from_f64(i as f64).to_bits() as u64,
+            Scalar::BF16 => bf16_from_f64(i as f64).to_bits() as u64,
         },
         Lit::Float(f) => match ty {
             Scalar::F32 => raw_f32(f as f32),
-            Scalar::F16 => f16::from_f64(f).to_bits() as u64,
-            Scalar::BF16 => bf16::from_f64(f).to_bits() as u64,
+            Scalar::F16 => f16_from_f64(f).to_bits() as u64,
+            Scalar::BF16 => bf16_from_f64(f).to_bits() as u64,
             Scalar::I32 => f as i32 as u32 as u64,
             Scalar::U32 => f as u32 as u64,
             Scalar::I64 => f as i64 as u64,
@@ -422,12 +422,12 @@ pub(crate) fn cast_one(from: Scalar, to: Scalar, r: u64) -> u64 {
             F16 | BF16 => float_of(from, r),
             F32 => f32_of(r),
         }),
-        F16 => f16::from_f64(match from {
+        F16 => f16_from_f64(match from {
             F32 | F16 | BF16 => float_of(from, r) as f64,
             _ => int_value(r, from) as f64,
         })
         .to_bits() as u64,
-        BF16 => bf16::from_f64(match from {
+        BF16 => bf16_from_f64(match from {
             F32 | F16 | BF16 => float_of(from, r) as f64,
             _ => int_value(r, from) as f64,
         })

@@ -9,6 +9,34 @@
 use crate::ir::Scalar;
 use half::{bf16, f16};
 
+/// `x` rounded to f32 with round-to-odd: truncated toward zero, the last bit set when inexact.
+/// Rounding that once more to a format with at least two fewer significand bits (f16: 11,
+/// bf16: 8, against f32's 24) gives the correctly rounded result (no double-rounding error).
+fn f32_round_to_odd(x: f64) -> f32 {
+    let t = x as f32;
+    if t.is_nan() || t.is_infinite() || t as f64 == x {
+        return t;
+    }
+    let mut bits = t.to_bits();
+    if (t as f64).abs() > x.abs() {
+        bits -= 1; // one step toward zero (sign-magnitude: the magnitude bits)
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// `x` rounded to nearest even f16, as the GPU's `cvt.rn.f16` rounds the exact value.
+/// (`half`'s own conversion from f64 drops the low 32 bits of the f64 first, which can break
+/// ties the wrong way.)
+pub fn f16_from_f64(x: f64) -> f16 {
+    f16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded to nearest even bf16 (`half`'s own conversion from f64 drops the low 32 bits of
+/// the f64 first and misrounds about one value in 20 000).
+pub fn bf16_from_f64(x: f64) -> bf16 {
+    bf16::from_f32(f32_round_to_odd(x))
+}
+
 /// A typed host buffer bound to a global-buffer parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostBuffer {
@@ -101,8 +129,8 @@ impl HostBuffer {
     /// If `elem` is `Bool` (there are no bool buffers).
     pub fn filled_f64(elem: Scalar, len: usize, v: f64) -> Self {
         match elem {
-            Scalar::F16 => HostBuffer::F16(vec![f16::from_f64(v); len]),
-            Scalar::BF16 => HostBuffer::BF16(vec![bf16::from_f64(v); len]),
+            Scalar::F16 => HostBuffer::F16(vec![f16_from_f64(v); len]),
+            Scalar::BF16 => HostBuffer::BF16(vec![bf16_from_f64(v); len]),
             Scalar::F32 => HostBuffer::F32(vec![v as f32; len]),
             Scalar::I32 => HostBuffer::I32(vec![v as i32; len]),
             Scalar::U32 => HostBuffer::U32(vec![v as u32; len]),
@@ -135,8 +163,8 @@ impl HostBuffer {
     /// If `elem` is `Bool`.
     pub fn from_f64_as(elem: Scalar, v: &[f64]) -> Self {
         match elem {
-            Scalar::F16 => HostBuffer::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
-            Scalar::BF16 => HostBuffer::BF16(v.iter().map(|&x| bf16::from_f64(x)).collect()),
+            Scalar::F16 => HostBuffer::F16(v.iter().map(|&x| f16_from_f64(x)).collect()),
+            Scalar::BF16 => HostBuffer::BF16(v.iter().map(|&x| bf16_from_f64(x)).collect()),
             Scalar::F32 => HostBuffer::F32(v.iter().map(|&x| x as f32).collect()),
             Scalar::I32 => HostBuffer::I32(v.iter().map(|&x| x as i32).collect()),
             Scalar::U32 => HostBuffer::U32(v.iter().map(|&x| x as u32).collect()),
@@ -336,5 +364,88 @@ pub(crate) fn int_value(r: u64, ty: Scalar) -> i128 {
         Scalar::I64 => r as i64 as i128,
         Scalar::U32 => (r as u32) as i128,
         _ => r as i128,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `h` is the nearest (ties to even) of the representable values around the exact
+    /// `x`, given `h`'s neighbours `below` and `above`. The differences are exact in f64 for the
+    /// inputs used (f32 values and integers below 2^53 against ≤ 24-bit significands).
+    fn nearest_even(x: f64, h: f64, below: f64, above: f64, even: bool) -> bool {
+        let (d, db, da) = ((h - x).abs(), (below - x).abs(), (above - x).abs());
+        d < db.min(da) || (d == db.min(da) && even)
+    }
+
+    fn check_bf16(x: f64) {
+        let h = bf16_from_f64(x);
+        let b = h.to_bits();
+        let (below, above) = (bf16::from_bits(b.wrapping_sub(1)), bf16::from_bits(b + 1));
+        if !h.is_finite() || !below.is_finite() || !above.is_finite() || h.to_f64() == 0.0 {
+            return;
+        }
+        let (lo, hi) = if h.to_f64() > 0.0 {
+            (below, above)
+        } else {
+            (above, below)
+        };
+        assert!(
+            nearest_even(x, h.to_f64(), lo.to_f64(), hi.to_f64(), b & 1 == 0),
+            "bf16 of {x:e}: {h} ({b:#x})"
+        );
+    }
+
+    fn check_f16(x: f64) {
+        let h = f16_from_f64(x);
+        let b = h.to_bits();
+        let (below, above) = (f16::from_bits(b.wrapping_sub(1)), f16::from_bits(b + 1));
+        if !h.is_finite() || !below.is_finite() || !above.is_finite() || h.to_f64() == 0.0 {
+            return;
+        }
+        let (lo, hi) = if h.to_f64() > 0.0 {
+            (below, above)
+        } else {
+            (above, below)
+        };
+        assert!(
+            nearest_even(x, h.to_f64(), lo.to_f64(), hi.to_f64(), b & 1 == 0),
+            "f16 of {x:e}: {h} ({b:#x})"
+        );
+    }
+
+    /// f64 → f16/bf16 rounds the exact value to nearest even, like `cvt.rn` on the GPU: from
+    /// every 8191st f32 bit pattern (all exponents, both signs) and from integers up to 2^53,
+    /// including the halfway-plus-sticky cases `half`'s own f64 conversion gets wrong.
+    #[test]
+    fn half_precision_from_f64_rounds_to_nearest_even() {
+        // Just above the halfway point between two bf16 values: must round up.
+        let x = f32::from_bits(0x3ea0_8001);
+        assert_eq!(bf16_from_f64(x as f64), bf16::from_f32(x));
+        assert_eq!(bf16_from_f64(x as f64).to_bits(), 0x3ea1);
+        // 2049 + 2^-20 is above the f16 halfway point 2049 between 2048 and 2050.
+        assert_eq!(f16_from_f64(2049.0 + 2f64.powi(-20)).to_f64(), 2050.0);
+        assert_eq!(f16_from_f64(2049.0).to_f64(), 2048.0);
+        for bits in (0..=u32::MAX).step_by(8191) {
+            let x = f32::from_bits(bits);
+            if x.is_finite() {
+                check_bf16(x as f64);
+                check_f16(x as f64);
+                assert_eq!(bf16_from_f64(x as f64), bf16::from_f32(x), "{bits:#x}");
+            }
+        }
+        let mut i: u64 = 1;
+        while i < 1 << 53 {
+            for x in [i, i + 1, i + (i >> 9) + 1, i | (i >> 1) | 1] {
+                for s in [1.0, -1.0] {
+                    check_bf16(s * x as f64);
+                    check_f16(s * x as f64);
+                }
+            }
+            i = i * 3 / 2 + 1;
+        }
+        assert!(f16_from_f64(1e6).is_infinite() && bf16_from_f64(1e39).is_infinite());
+        assert!(bf16_from_f64(f64::NAN).is_nan() && f16_from_f64(-0.0).is_sign_negative());
     }
 }
