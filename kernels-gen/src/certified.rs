@@ -667,7 +667,6 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         splits,
         split_len,
         tile.finish_capacity,
-        scratch.red,
         scratch.red_i,
     );
     let outs = OutputBufs {

@@ -196,7 +196,6 @@ pub fn finish_kernel(
         splits,
         split_len,
         tile.finish_capacity,
-        scratch.red,
         scratch.red_i,
     );
     let outs = OutputBufs {

@@ -18,25 +18,29 @@ pub const SOLVE_REL_TOL: f64 = 4.0 * f32::EPSILON as f64;
 pub struct Locate {
     offsets: Buf,
     splits: Var,
+    /// The largest power of two ≤ `splits`: the binary search's first step.
+    top_step: Var,
     seg0: Var,
     split_len: Var,
 }
 
 impl Locate {
     /// Workspace element of flat candidate `i` (i32): the split is the last one whose offset is
-    /// ≤ i (empty splits share an offset with their successor and are skipped).
+    /// ≤ i (empty splits share an offset with their successor and are skipped). A binary
+    /// search of log2(splits) probes (steps top_step, top_step/2, … reach every split below
+    /// 2·top_step > splits), not of log2(MAX_SPLITS): 3 instead of 10 at 8 splits.
     fn element(&self, k: &mut KernelBuilder, i: Expr) -> Var {
         let i = k.let_("flat", i);
         let s = k.let_typed("split_of", Scalar::I32, 0);
-        let mut step = MAX_SPLITS.next_power_of_two() / 2;
-        while step > 0 {
-            let probe = k.let_("probe", s + step as i32);
+        let step = k.let_("step", self.top_step);
+        k.while_(step.gt(0i32), |k| {
+            let probe = k.let_("probe", s + step);
             let ok = probe
                 .lt(self.splits)
                 .and(self.offsets.at(probe.e().min(self.splits)).le(i));
             k.assign(s, select(ok, probe, s));
-            step /= 2;
-        }
+            k.assign(step, step >> 1i32);
+        });
         let j = i - self.offsets.at(s);
         k.let_("elem", (self.seg0 + s.i64()) * self.split_len + j.i64())
     }
@@ -125,6 +129,9 @@ pub struct CandInputs {
 /// What [`gather`] found: the candidate total, the best split bound (≤ τ), and how to read them.
 pub struct Gathered {
     pub total: Var,
+    /// This thread's share of the best split bound (≤ τ): the block maximum of these is the
+    /// bound. [`solve_tau`] takes it as is and reduces it together with the candidates' maximum
+    /// (one block reduction instead of two).
     pub bound: Var,
     pub global: Source,
     /// Shared staging arrays (`capacity` long) to use when `total ≤ capacity`.
@@ -142,7 +149,6 @@ pub fn gather(
     splits: Expr,
     split_len: Expr,
     capacity: u32,
-    red: Buf,
     red_i: Buf,
 ) -> Gathered {
     let threads = k.block_threads();
@@ -170,16 +176,20 @@ pub fn gather(
     let total = k.let_("total", base);
     k.if_(tid.eq_(0u32), |k| k.store(offsets, splits, total));
     k.barrier();
-    let bound = k.block_allreduce(Reduce::Max, lb0, red);
+    let top_step = k.let_typed("top_step", Scalar::I32, 1);
+    k.while_((top_step * 2i32).le(splits), |k| {
+        k.assign(top_step, top_step * 2i32)
+    });
     let locate = Locate {
         offsets,
         splits,
+        top_step,
         seg0,
         split_len,
     };
     Gathered {
         total,
-        bound,
+        bound: lb0,
         global: Source::Global {
             z: inputs.z,
             ub: inputs.ub,
@@ -256,7 +266,8 @@ impl Gathered {
 }
 
 /// Solve the exact threshold over the candidates' scores, starting from `floor` (a known lower
-/// bound, e.g. the best split bound): bracket `[max(M − 1, floor), M]`, bracketed Newton steps,
+/// bound, e.g. the best split bound; each thread may pass its own share, the block maximum is
+/// used): bracket `[max(M − 1, floor), M]`, bracketed Newton steps,
 /// and for α = 2 and 3/2 the closed form over the current active set, which is exact as soon
 /// as the active set is the support. Returns the block-uniform τ.
 pub fn solve_tau(k: &mut KernelBuilder, spec: &DecodeSpec, src: &Source, floor: Var, red: Buf) -> Var {
@@ -266,7 +277,8 @@ pub fn solve_tau(k: &mut KernelBuilder, spec: &DecodeSpec, src: &Source, floor: 
     // The global maximum is a candidate of its split.
     let mx = k.let_typed("mx", Scalar::F32, f64::NEG_INFINITY);
     src.for_each(k, tid.clone(), threads, &|k, c| k.assign(mx, mx.max(c.z)));
-    let m = k.block_allreduce(Reduce::Max, mx, red);
+    let maxima = k.block_allreduce_many(&[(Reduce::Max, mx.e()), (Reduce::Max, floor.e())], red);
+    let (m, floor) = (maxima[0], maxima[1]);
 
     let lo = k.let_("lo", (m - 1.0f32).max(floor));
     let hi = k.let_("hi", m);
