@@ -258,7 +258,7 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
     );
     fails_with(
         entkv().args(["bench", "--bundle", b, "--methods", "dense,sdpa"]),
-        &["unknown method `sdpa` (dense, topk, gaussian, certified, softmax-topk)"],
+        &["unknown method `sdpa` (dense, topk, gaussian, certified, auto, softmax-topk)"],
     );
     fails_with(
         entkv().args(["bench", "--bundle", b, "--sweep", "--n", "4096"]),
