@@ -379,40 +379,30 @@ mod tests {
         d < db.min(da) || (d == db.min(da) && even)
     }
 
-    fn check_bf16(x: f64) {
-        let h = bf16_from_f64(x);
-        let b = h.to_bits();
-        let (below, above) = (bf16::from_bits(b.wrapping_sub(1)), bf16::from_bits(b + 1));
-        if !h.is_finite() || !below.is_finite() || !above.is_finite() || h.to_f64() == 0.0 {
+    /// `bits` (of a format read by `value`, NaN/∞ for non-finite) is the nearest-even rounding
+    /// of `x`, judged against its two neighbours (zero and overflow are not judged).
+    fn check_rounding(what: &str, x: f64, bits: u16, value: impl Fn(u16) -> f64) {
+        let (h, below, above) = (value(bits), value(bits.wrapping_sub(1)), value(bits + 1));
+        if !(h.is_finite() && below.is_finite() && above.is_finite()) || h == 0.0 {
             return;
         }
-        let (lo, hi) = if h.to_f64() > 0.0 {
-            (below, above)
-        } else {
-            (above, below)
-        };
+        let (lo, hi) = if h > 0.0 { (below, above) } else { (above, below) };
         assert!(
-            nearest_even(x, h.to_f64(), lo.to_f64(), hi.to_f64(), b & 1 == 0),
-            "bf16 of {x:e}: {h} ({b:#x})"
+            nearest_even(x, h, lo, hi, bits & 1 == 0),
+            "{what} of {x:e}: {h} ({bits:#x})"
         );
     }
 
+    fn check_bf16(x: f64) {
+        check_rounding("bf16", x, bf16_from_f64(x).to_bits(), |b| {
+            bf16::from_bits(b).to_f64()
+        });
+    }
+
     fn check_f16(x: f64) {
-        let h = f16_from_f64(x);
-        let b = h.to_bits();
-        let (below, above) = (f16::from_bits(b.wrapping_sub(1)), f16::from_bits(b + 1));
-        if !h.is_finite() || !below.is_finite() || !above.is_finite() || h.to_f64() == 0.0 {
-            return;
-        }
-        let (lo, hi) = if h.to_f64() > 0.0 {
-            (below, above)
-        } else {
-            (above, below)
-        };
-        assert!(
-            nearest_even(x, h.to_f64(), lo.to_f64(), hi.to_f64(), b & 1 == 0),
-            "f16 of {x:e}: {h} ({b:#x})"
-        );
+        check_rounding("f16", x, f16_from_f64(x).to_bits(), |b| {
+            f16::from_bits(b).to_f64()
+        });
     }
 
     /// f64 → f16/bf16 rounds the exact value to nearest even, like `cvt.rn` on the GPU: from
