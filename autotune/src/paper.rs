@@ -4,7 +4,7 @@
 //! float64 reference on sampled heads (K/V regenerated on the host by the generators' bit-exact
 //! twins), and each decode step timed with CUDA events.
 
-use crate::device::{time_ms, DeviceProgram, FunctionCache, Kernels};
+use crate::device::{time_ms, DeviceProgram, FunctionCache, Kernels, SEED_K, SEED_V};
 use crate::record::{Environment, TimingRecord};
 use anyhow::{Context, Result};
 use entkv_abi::{DenseShape, DenseTile, PagedShape, PagedSpec};
@@ -20,9 +20,6 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 use std::collections::BTreeSet;
-
-const SEED_K: u32 = 0x1234_5678;
-const SEED_V: u32 = 0x0bad_cafe;
 
 /// How a device cache's keys are generated; values are iid N(0, 1) either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
