@@ -2,6 +2,7 @@
 //! storage bits (for the kernel) and as exact float64 values (for the reference).
 
 use entkv_abi::DType;
+use entkv_dsl::interp::values::{bf16_from_f64, f16_from_f64};
 use half::{bf16, f16};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -55,40 +56,23 @@ impl Tensor {
     }
 }
 
-/// Round one value to a storage dtype: (bits, exact value of the rounded number).
+/// Round one value to a storage dtype to nearest even, as the GPU's `cvt.rn` rounds it:
+/// (bits, exact value of the rounded number). A host twin of a device generator rounds its f32
+/// results with `round_to(dtype, x as f64)` (exact widening, then the same single rounding).
 pub fn round_to(dtype: DType, v: f64) -> (u32, f64) {
     match dtype {
         DType::F16 => {
-            let h = f16::from_f64(v);
+            let h = f16_from_f64(v);
             (h.to_bits() as u32, h.to_f64())
         }
         DType::BF16 => {
-            let h = bf16::from_f64(v);
+            let h = bf16_from_f64(v);
             (h.to_bits() as u32, h.to_f64())
         }
         DType::F32 => {
             let f = v as f32;
             (f.to_bits(), f as f64)
         }
-    }
-}
-
-/// Round an f32 to a storage dtype as the GPU's `cvt.rn` (and the interpreter's cast) does:
-/// (bits, exact value). Not `round_to(dtype, x as f64)`: `half`'s f64 → bf16 conversion reads
-/// only the top 32 bits of the f64, so it loses the last three mantissa bits of an f32 and
-/// rounds a value just above a halfway point down (about one f32 in 20 000); this is what a
-/// host twin of a device generator must use.
-pub fn round_f32(dtype: DType, x: f32) -> (u32, f64) {
-    match dtype {
-        DType::F16 => {
-            let h = f16::from_f32(x);
-            (h.to_bits() as u32, h.to_f64())
-        }
-        DType::BF16 => {
-            let h = bf16::from_f32(x);
-            (h.to_bits() as u32, h.to_f64())
-        }
-        DType::F32 => (x.to_bits(), x as f64),
     }
 }
 
@@ -102,19 +86,33 @@ pub fn normal(seed: u64, len: usize) -> Vec<f64> {
 mod tests {
     use super::*;
 
-    /// `round_f32` rounds to nearest even on all of the f32's bits; the f64 path does not for
-    /// bf16 (0x3ea0_8001 is just above the halfway point between two bf16 values).
+    /// `round_to` rounds to nearest even on all of an f32's bits (0x3ea0_8001 is just above the
+    /// halfway point between two bf16 values; `half`'s own f64 → bf16 conversion reads only the
+    /// top 32 bits of the f64 and rounds it down), as `cvt.rn` and the f32 conversions do.
     #[test]
     fn f32_rounding_keeps_the_sticky_bits() {
         let x = f32::from_bits(0x3ea0_8001);
-        assert_eq!(round_f32(DType::BF16, x).0, 0x3ea1);
-        assert_eq!(round_f32(DType::BF16, f32::from_bits(0x3ea0_8000)).0, 0x3ea0);
-        assert_eq!(round_f32(DType::BF16, f32::from_bits(0x3ea1_8000)).0, 0x3ea2);
+        assert_eq!(round_to(DType::BF16, x as f64).0, 0x3ea1);
+        assert_eq!(
+            round_to(DType::BF16, f32::from_bits(0x3ea0_8000) as f64).0,
+            0x3ea0
+        );
+        assert_eq!(
+            round_to(DType::BF16, f32::from_bits(0x3ea1_8000) as f64).0,
+            0x3ea2
+        );
         for b in (0x3e00_0000u32..0x3f80_0000).step_by(4099) {
             let x = f32::from_bits(b);
-            assert_eq!(round_f32(DType::F16, x), round_to(DType::F16, x as f64));
-            assert_eq!(round_f32(DType::F32, x), round_to(DType::F32, x as f64));
-            let (bits, v) = round_f32(DType::BF16, x);
+            assert_eq!(
+                round_to(DType::F16, x as f64).0,
+                f16::from_f32(x).to_bits() as u32
+            );
+            assert_eq!(
+                round_to(DType::BF16, x as f64).0,
+                bf16::from_f32(x).to_bits() as u32
+            );
+            assert_eq!(round_to(DType::F32, x as f64), (x.to_bits(), x as f64));
+            let (bits, v) = round_to(DType::BF16, x as f64);
             assert!((v - x as f64).abs() <= (x as f64).abs() * 2f64.powi(-8), "{x}");
             assert_eq!(bf16::from_bits(bits as u16).to_f64(), v);
         }

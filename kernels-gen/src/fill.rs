@@ -39,7 +39,7 @@ pub fn normal_at(seed: u32, i: u64) -> f32 {
 
 /// `scale * normal_at(seed, i)` rounded to `dtype` as the kernel rounds it, as an exact f64.
 pub fn value_at(dtype: DType, seed: u32, scale: f32, i: u64) -> f64 {
-    crate::data::round_f32(dtype, normal_at(seed, i) * scale).1
+    crate::data::round_to(dtype, (normal_at(seed, i) * scale) as f64).1
 }
 
 /// [`fmix32`] in the DSL.

@@ -37,7 +37,7 @@
 //! nothing else can be fused (codegen emits `mul.rn`/`add.rn`, which LLVM and ptxas never
 //! contract; see `entkv-codegen`'s `lower.rs`, and `entkv-autotune`'s device test that reads
 //! this kernel's PTX). Conversions to the KV dtype round the f32 itself
-//! ([`crate::data::round_f32`]). The interpreter-vs-twin test below pins it all.
+//! ([`crate::data::round_to`] of the f32). The interpreter-vs-twin test below pins it all.
 //!
 //! Cost on the device: one thread per (sequence, KV head, page, dimension) computes the page's
 //! centroid once (22 normals) and writes the page's `page_size` tokens (one normal each), about
@@ -307,7 +307,7 @@ impl PeakedKeys {
                     .enumerate()
                     .map(|(i, &ci)| {
                         let k = NOISE.mul_add(normal_at(self.seed, base + i as u64), ci);
-                        crate::data::round_f32(self.kv_dtype, k).1
+                        crate::data::round_to(self.kv_dtype, k as f64).1
                     })
                     .collect()
             })

@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use entkv_dsl::interp::values::f16_from_f64;
 use half::f16;
 use thiserror::Error;
 
@@ -330,7 +331,7 @@ pub fn encode_npy(dtype: NpyDtype, shape: &[usize], data: &[f64], version: u8) -
     out.extend_from_slice(header.as_bytes());
     for &x in data {
         match dtype {
-            NpyDtype::F16 => out.extend_from_slice(&f16::from_f64(x).to_le_bytes()),
+            NpyDtype::F16 => out.extend_from_slice(&f16_from_f64(x).to_le_bytes()),
             NpyDtype::F32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
             NpyDtype::F64 => out.extend_from_slice(&x.to_le_bytes()),
         }
