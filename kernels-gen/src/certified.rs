@@ -221,7 +221,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
                 k,
                 &ChunkScores {
                     bounds: bounds.clone(),
-                    positions: positions.clone(),
+                    position: &|_, r| positions[r].e(),
                     owner,
                 },
             );

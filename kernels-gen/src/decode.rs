@@ -10,7 +10,7 @@
 
 use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
-use crate::tokens::{load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
+use crate::tokens::{chunk_index, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -90,8 +90,8 @@ pub fn score_kernel(
     let owner = k.let_("owner", lanes.sub.eq_(0u32)); // one lane per token counts it
     let qr = load_queries(&mut k, spec, &lanes, q, slopes, b, kvh, q_heads);
     let chunk_len = tile.chunk_len();
+    // A split's workspace holds `chunks_per_split` chunks' candidates.
     let split_len = k.let_("split_len", chunks.clone().i64() * chunk_len as i64);
-    let c_split = k.let_("c_split", split.i64() * split_len);
 
     let seg_index = |k: &mut KernelBuilder, g: u32| -> Expr {
         let h = kvh * spec.group + g;
@@ -99,17 +99,36 @@ pub fn score_kernel(
         (b * q_heads + h).i64() * splits.i64() + split.i64()
     };
     let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len);
+    // The plan is sized for the longest possible token list (it is made without reading the
+    // GPU's selection counts), so the chunks this (sequence, KV head) actually has are cut
+    // into runs here: split s takes chunks [s·r, s·r + r). With r = ⌈have / splits⌉ a short
+    // selection spreads over the splits instead of piling onto the first ones; r never drops
+    // below 2 chunks (unless the plan's own runs are shorter) because a split's later chunks
+    // are pruned by the bound of its earlier ones, and one-chunk runs leave many more
+    // candidates for the finish pass (on page-coherent keys most splits hold no support at
+    // all). r ≤ chunks_per_split, so a run fits its split's workspace.
+    let len_chunks = (src.len + (chunk_len as i64 - 1)) / chunk_len as i64;
+    let planned = splits.i64() * chunks.clone().i64();
+    let have = k.let_("have", len_chunks.min(planned).i32());
+    let run = (have + (splits.i32() - 1i32)) / splits.i32();
+    let run = k.let_("run", run.max(chunks.clone().min(2i32)));
+    let c_lo = k.let_("c_lo", (split.i32() * run).i64());
+    let c_end = k.let_("c_end", (c_lo + run.i64()).min(have.i64()) * chunk_len as i64);
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
-        let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
-        // Uniform: a whole chunk past the end is skipped by every thread.
-        k.if_(c0.lt(src.len), |k| {
-            let (z, positions) = score_chunk(k, tile, &lanes, &src, keys, &qr, c0);
+        let c0 = k.let_("c0", (c_lo + chunk.i64()) * chunk_len as i64);
+        // Uniform: a chunk past this split's run is skipped by every thread.
+        k.if_(c0.lt(c_end), |k| {
+            let z = score_chunk(k, tile, &lanes, &src, keys, &qr, c0);
             let bounds = z.iter().map(|zg| zg.iter().map(|&v| (v, v)).collect()).collect();
+            let position = |k: &mut KernelBuilder, r: usize| {
+                let c = chunk_index(&lanes, c0, r as u32);
+                src.position(k, c).i32()
+            };
             stream.push(
                 k,
                 &ChunkScores {
                     bounds,
-                    positions,
+                    position: &position,
                     owner,
                 },
             );

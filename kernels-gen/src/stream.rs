@@ -46,9 +46,12 @@ pub struct CandidateBufs {
 
 /// One chunk's tokens for one head: `(lower, upper)` score bounds per token of this lane
 /// group (−∞ for invalid tokens), the token positions, and whether this lane counts them.
-pub struct ChunkScores {
+pub struct ChunkScores<'p> {
     pub bounds: Vec<Vec<(Var, Var)>>,
-    pub positions: Vec<Var>,
+    /// The position of token `r` (i32), evaluated only where that token is appended: the few
+    /// candidates, not every token. A layout whose positions take a memory lookup (a
+    /// selection) then keeps no position registers across the chunk's reductions.
+    pub position: &'p dyn Fn(&mut KernelBuilder, usize) -> Expr,
     pub owner: Var,
 }
 
@@ -128,14 +131,15 @@ impl<'a> Stream<'a> {
                 .fold(i32c(0), |c, kp| c + select(kp.clone(), 1i32, 0i32));
             let (excl, total) = k.block_exclusive_scan(count, self.scan);
             let pos = k.let_("pos", s.base + (s.count + excl).i64());
-            for ((kp, (lb, ub)), t) in keep.iter().zip(&chunk.bounds[g]).zip(&chunk.positions) {
+            for (r, (kp, (lb, ub))) in keep.iter().zip(&chunk.bounds[g]).enumerate() {
                 let bufs = self.bufs;
                 k.if_(kp.clone(), |k| {
                     k.store(bufs.lb, pos, *lb);
                     if let Some(u) = bufs.ub {
                         k.store(u, pos, *ub);
                     }
-                    k.store(bufs.idx, pos, t.i32());
+                    let t = (chunk.position)(k, r);
+                    k.store(bufs.idx, pos, t);
                     k.assign(pos, pos + 1i64);
                 });
             }

@@ -243,9 +243,14 @@ pub fn load_queries(
     regs
 }
 
+/// Iteration index of this lane group's token `r` in the chunk starting at `c0`.
+pub fn chunk_index(lanes: &Lanes, c0: Var, r: u32) -> Expr {
+    c0 + (lanes.tgroup + r * lanes.token_groups).i64()
+}
+
 /// Exact entmax-space scores of one chunk of iteration indices `[c0, c0 + chunk_len)`:
-/// `z[g][r]` (−∞ where invalid) and the positions. All K loads of the chunk are issued before
-/// the first multiply.
+/// `z[g][r]` (−∞ where invalid). All K loads of the chunk are issued before the first
+/// multiply.
 #[allow(clippy::too_many_arguments)]
 pub fn score_chunk(
     k: &mut KernelBuilder,
@@ -255,10 +260,10 @@ pub fn score_chunk(
     keys: Buf,
     q: &QueryRegs,
     c0: Var,
-) -> (Vec<Vec<Var>>, Vec<Var>) {
+) -> Vec<Vec<Var>> {
     let mut rows = Vec::new();
     for r in 0..tile.tokens_per_group {
-        let c = k.let_("ci", c0 + (lanes.tgroup + r * lanes.token_groups).i64());
+        let c = k.let_("ci", chunk_index(lanes, c0, r));
         // Invalid lanes load index 0 (always a token), so no load leaves the sequence.
         let c_load = k.let_("c_load", select(c.lt(src.len), c, 0i64));
         let t = src.position(k, c_load.e());
@@ -277,7 +282,6 @@ pub fn score_chunk(
         rows.push((t, valid, kv));
     }
     let mut z: Vec<Vec<Var>> = vec![Vec::new(); q.q.len()];
-    let mut positions = Vec::new();
     for (t, valid, kv) in rows {
         let partial: Vec<(Reduce, Expr)> =
             q.q.iter()
@@ -298,7 +302,6 @@ pub fn score_chunk(
             };
             z[g].push(k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY))));
         }
-        positions.push(t);
     }
-    (z, positions)
+    z
 }
