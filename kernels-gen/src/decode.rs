@@ -10,7 +10,7 @@
 
 use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
-use crate::tokens::{chunk_index, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
+use crate::tokens::{chunk_offset, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -99,30 +99,52 @@ pub fn score_kernel(
         (b * q_heads + h).i64() * splits.i64() + split.i64()
     };
     let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len);
-    // The plan is sized for the longest possible token list (it is made without reading the
-    // GPU's selection counts), so the chunks this (sequence, KV head) actually has are cut
-    // into runs here: split s takes chunks [s·r, s·r + r). With r = ⌈have / splits⌉ a short
-    // selection spreads over the splits instead of piling onto the first ones; r never drops
-    // below 2 chunks (unless the plan's own runs are shorter) because a split's later chunks
-    // are pruned by the bound of its earlier ones, and one-chunk runs leave many more
-    // candidates for the finish pass (on page-coherent keys most splits hold no support at
-    // all). r ≤ chunks_per_split, so a run fits its split's workspace.
-    let len_chunks = (src.len + (chunk_len as i64 - 1)) / chunk_len as i64;
-    let planned = splits.i64() * chunks.clone().i64();
-    let have = k.let_("have", len_chunks.min(planned).i32());
-    let run = (have + (splits.i32() - 1i32)) / splits.i32();
-    let run = k.let_("run", run.max(chunks.clone().min(2i32)));
-    let c_lo = k.let_("c_lo", (split.i32() * run).i64());
-    let c_end = k.let_("c_end", (c_lo + run.i64()).min(have.i64()) * chunk_len as i64);
+    // A selection's pages are looked up once per chunk (`TokenSource::stage`); the dense
+    // walk reads its block table per token, which measured faster there at 128k and 1M.
+    let staged = src.chunk_pages(&mut k, chunk_len);
+    // Which chunks this split walks: [c_first, c_end) in iteration indices.
+    let (c_first, c_end) = if staged.is_some() {
+        // The plan is sized for the longest possible selection (it is made without reading
+        // the GPU's selection counts), so the chunks this (sequence, KV head) actually has
+        // are cut into runs here: split s takes chunks [s·r, s·r + r). With
+        // r = ⌈have / splits⌉ a short selection spreads over the splits instead of piling
+        // onto the first ones; r never drops below 2 chunks (unless the plan's own runs are
+        // shorter) because a split's later chunks are pruned by the bound of its earlier
+        // ones, and one-chunk runs leave many more candidates for the finish pass (on
+        // page-coherent keys most splits hold no support at all). r ≤ chunks_per_split, so a
+        // run fits its split's workspace.
+        let len_chunks = (src.len + (chunk_len as i64 - 1)) / chunk_len as i64;
+        let planned = splits.i64() * chunks.clone().i64();
+        let have = k.let_("have", len_chunks.min(planned).i32());
+        let run = (have + (splits.i32() - 1i32)) / splits.i32();
+        let run = k.let_("run", run.max(chunks.clone().min(2i32)));
+        let c_lo = k.let_("c_lo", (split.i32() * run).i64());
+        (
+            k.let_("c_first", c_lo * chunk_len as i64),
+            k.let_("c_end", (c_lo + run.i64()).min(have.i64()) * chunk_len as i64),
+        )
+    } else {
+        // Every sequence of a dense walk is as long as planned or shorter: contiguous splits.
+        (k.let_("c_first", split.i64() * split_len), src.len)
+    };
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
-        let c0 = k.let_("c0", (c_lo + chunk.i64()) * chunk_len as i64);
+        let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
         // Uniform: a chunk past this split's run is skipped by every thread.
         k.if_(c0.lt(c_end), |k| {
-            let z = score_chunk(k, tile, &lanes, &src, keys, &qr, c0);
+            if let Some(cp) = &staged {
+                src.stage(k, cp, c0, tile.threads);
+            }
+            let (z, t) = score_chunk(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
             let bounds = z.iter().map(|zg| zg.iter().map(|&v| (v, v)).collect()).collect();
-            let position = |k: &mut KernelBuilder, r: usize| {
-                let c = chunk_index(&lanes, c0, r as u32);
-                src.position(k, c).i32()
+            // A staged chunk's candidates look their positions up again when appended (a
+            // shared-memory read) rather than keeping every token's in registers.
+            let position = |k: &mut KernelBuilder, r: usize| match &staged {
+                Some(cp) => {
+                    let off = k.let_("cand_off", chunk_offset(&lanes, r as u32));
+                    let c = k.let_("cand_c", c0 + off.i64());
+                    src.staged_position(k, cp, c, off).i32()
+                }
+                None => t[r].i32(),
             };
             stream.push(
                 k,

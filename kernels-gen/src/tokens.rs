@@ -153,6 +153,96 @@ impl TokenSource {
     }
 }
 
+/// One chunk of a selection's pages, looked up once per chunk into shared memory: the
+/// logical and the physical page of each. A token's K row and position then cost a
+/// shared-memory read instead of two dependent global loads per token, and the score pass
+/// can look a candidate's position up again when it appends it instead of keeping every
+/// token's position in registers (80 → 74 registers at 256 threads × 16 tokens: three CTAs
+/// per SM instead of two).
+#[derive(Clone, Copy)]
+pub struct ChunkPages {
+    phys: Buf,
+    logical: Buf,
+    /// Pages a chunk spans (`chunk_len / P`, at least 1: P and chunk_len are powers of two).
+    pages: u32,
+    page_size: u32,
+}
+
+impl TokenSource {
+    /// Shared memory for [`TokenSource::stage`]: for a selection only (`None` otherwise).
+    pub fn chunk_pages(&self, k: &mut KernelBuilder, chunk_len: u32) -> Option<ChunkPages> {
+        let Layout::Selected { page_size } = self.layout else {
+            return None;
+        };
+        let pages = (chunk_len / page_size).max(1);
+        Some(ChunkPages {
+            phys: k.shared("chunk_phys", Scalar::I32, pages),
+            logical: k.shared("chunk_lp", Scalar::I32, pages),
+            pages,
+            page_size,
+        })
+    }
+
+    /// Look up the pages of the chunk starting at iteration index `c0` (< `len`). Every
+    /// thread of the block calls this; it synchronises before (the previous chunk's readers
+    /// are done) and after.
+    pub fn stage(&self, k: &mut KernelBuilder, cp: &ChunkPages, c0: Var, threads: u32) {
+        let p = cp.page_size as i64;
+        k.barrier();
+        let tid = k.thread_idx();
+        let first = k.let_("stage_first", c0 / p);
+        k.for_("sp", tid.i32(), cp.pages as i32, threads as i32, |k, i| {
+            let i = k.let_("stage_i", i);
+            let ip = k.let_("stage_ip", first + i.i64());
+            // Pages past the end are never read (a token past it reads its chunk's first page).
+            k.if_((ip * p).lt(self.len), |k| {
+                let sel = self.sel_pages.expect("selection");
+                let lp = k.let_("stage_lp", sel.at(self.sel_row.expect("selection") + ip));
+                let bt = self.block_table.expect("block table");
+                let phys = k.let_(
+                    "stage_phys",
+                    bt.at(self.bt_row.expect("block table row") + lp.i64()),
+                );
+                k.store(cp.phys, i, phys);
+                k.store(cp.logical, i, lp);
+            });
+        });
+        k.barrier();
+    }
+
+    /// Logical position (i64) of iteration index `c`, `off = c − c0` into the chunk staged at
+    /// `c0` (u32).
+    pub fn staged_position(&self, k: &mut KernelBuilder, cp: &ChunkPages, c: Var, off: Var) -> Var {
+        let p = cp.page_size as i64;
+        let lp = cp.logical.at(cp.index(off)).i64();
+        // c ≥ 0, so its remainder by the power of two P is a mask.
+        k.let_("t", lp * p + (c & (p - 1)))
+    }
+
+    /// Element offset of the K/V row of iteration index `c`, `off = c − c0` into the chunk
+    /// staged at `c0` (u32).
+    pub fn staged_row(&self, k: &mut KernelBuilder, cp: &ChunkPages, c: Var, off: Var) -> Var {
+        let (p, d) = (cp.page_size as i64, self.head_dim as i64);
+        let page = cp.phys.at(cp.index(off)).i64();
+        k.let_(
+            "row",
+            ((page * self.kv_heads.i64() + self.kvh.i64()) * p + (c & (p - 1))) * d,
+        )
+    }
+}
+
+impl ChunkPages {
+    /// The staged page of chunk offset `off`: a chunk starts on a page boundary when it spans
+    /// several pages, and lies inside one page otherwise.
+    fn index(&self, off: Var) -> Expr {
+        if self.pages > 1 {
+            off / self.page_size
+        } else {
+            u32c(0)
+        }
+    }
+}
+
 /// Query registers: `q'_h = q_h·(α−1)/√d` (f32), this lane's slice of the row, for every head
 /// of the GQA group, plus the heads' ALiBi slopes pre-multiplied by (α−1).
 pub struct QueryRegs {
@@ -243,14 +333,14 @@ pub fn load_queries(
     regs
 }
 
-/// Iteration index of this lane group's token `r` in the chunk starting at `c0`.
-pub fn chunk_index(lanes: &Lanes, c0: Var, r: u32) -> Expr {
-    c0 + (lanes.tgroup + r * lanes.token_groups).i64()
+/// Offset (u32) of this lane group's token `r` in its chunk.
+pub fn chunk_offset(lanes: &Lanes, r: u32) -> Expr {
+    lanes.tgroup + r * lanes.token_groups
 }
 
 /// Exact entmax-space scores of one chunk of iteration indices `[c0, c0 + chunk_len)`:
-/// `z[g][r]` (−∞ where invalid). All K loads of the chunk are issued before the first
-/// multiply.
+/// `z[g][r]` (−∞ where invalid) and the positions (i64), with the chunk's pages from `pages`
+/// when staged. All K loads of the chunk are issued before the first multiply.
 #[allow(clippy::too_many_arguments)]
 pub fn score_chunk(
     k: &mut KernelBuilder,
@@ -260,15 +350,29 @@ pub fn score_chunk(
     keys: Buf,
     q: &QueryRegs,
     c0: Var,
-) -> Vec<Vec<Var>> {
+    pages: Option<&ChunkPages>,
+) -> (Vec<Vec<Var>>, Vec<Var>) {
     let mut rows = Vec::new();
     for r in 0..tile.tokens_per_group {
-        let c = k.let_("ci", chunk_index(lanes, c0, r));
-        // Invalid lanes load index 0 (always a token), so no load leaves the sequence.
-        let c_load = k.let_("c_load", select(c.lt(src.len), c, 0i64));
-        let t = src.position(k, c_load.e());
+        let off = k.let_("off", chunk_offset(lanes, r));
+        let c = k.let_("ci", c0 + off.i64());
+        // Invalid lanes load the chunk's first index (always a token), so no load leaves the
+        // sequence.
+        let inside = k.let_("inside", c.lt(src.len));
+        let (t, row) = match pages {
+            Some(cp) => {
+                let c_load = k.let_("c_load", select(inside, c, c0));
+                let off_load = k.let_("off_load", select(inside, off, 0u32));
+                let t = src.staged_position(k, cp, c_load, off_load);
+                (t, src.staged_row(k, cp, c_load, off_load))
+            }
+            None => {
+                let c_load = k.let_("c_load", select(inside, c, 0i64));
+                let t = src.position(k, c_load.e());
+                (t, src.row(k, t.e()))
+            }
+        };
         let valid = k.let_("valid", src.valid(c, t));
-        let row = src.row(k, t.e());
         let lane_off = (lanes.sub * lanes.dims).i64();
         let mut kv = Vec::new();
         for part in 0..lanes.dims / lanes.vec {
@@ -282,6 +386,7 @@ pub fn score_chunk(
         rows.push((t, valid, kv));
     }
     let mut z: Vec<Vec<Var>> = vec![Vec::new(); q.q.len()];
+    let mut positions = Vec::new();
     for (t, valid, kv) in rows {
         let partial: Vec<(Reduce, Expr)> =
             q.q.iter()
@@ -302,6 +407,7 @@ pub fn score_chunk(
             };
             z[g].push(k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY))));
         }
+        positions.push(t);
     }
-    z
+    (z, positions)
 }

@@ -81,6 +81,10 @@ impl Status {
 pub struct RecordKey {
     pub device: DeviceKey,
     pub entkv_version: String,
+    /// [`super::search::Versions::kernel_code`]: records of other kernel code never match
+    /// (older records, which lack it, read as empty).
+    #[serde(default)]
+    pub kernel_code: String,
     pub llvm_version: String,
     /// `PagedSpec::sketch_tag`.
     pub spec: String,
@@ -427,6 +431,7 @@ mod tests {
                 cuda: "12.8".into(),
             },
             entkv_version: "0.1.0".into(),
+            kernel_code: "0123456789abcdef".into(),
             llvm_version: "19.1.7".into(),
             spec: "s".into(),
             family: KernelFamily::PageMeta,
@@ -487,6 +492,36 @@ mod tests {
         let c = read_jsonl(&path).unwrap();
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert_eq!(c.records.len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn records_of_other_kernel_code_are_not_reused() {
+        let dir = std::env::temp_dir().join(format!("entkv-tune-code-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = StoreConfig {
+            log: None,
+            resume: false,
+            cache_dir: Some(dir.clone()),
+        };
+        let dev = key("x").device;
+        let mut s = RecordStore::open(&cfg, &dev).unwrap();
+        s.append(&[rec("a")]).unwrap();
+        // A cache line written before records carried the kernel code reads as empty code.
+        let mut old = serde_json::to_value(rec("b")).unwrap();
+        old.as_object_mut().unwrap().remove("kernel_code");
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(cache_file(&dir, &dev))
+            .unwrap();
+        writeln!(f, "{old}").unwrap();
+        drop((s, f));
+        let s = RecordStore::open(&cfg, &dev).unwrap();
+        assert!(s.lookup(&key("a")).is_some());
+        assert!(s.lookup(&key("b")).is_none());
+        let mut other = key("a");
+        other.kernel_code = "fedcba9876543210".into();
+        assert!(s.lookup(&other).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

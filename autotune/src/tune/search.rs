@@ -66,14 +66,18 @@ pub fn buckets_for(contexts: &[u64]) -> Result<Vec<ContextBucket>> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Versions {
     pub entkv: String,
+    /// Digest of the kernel sources this build generates from (`build.rs`).
+    pub kernel_code: String,
     pub llvm: String,
 }
 
 impl Versions {
-    /// This build's: the crate version and `entkv_codegen::llvm_version()`.
+    /// This build's: the crate version, the kernel-source digest and
+    /// `entkv_codegen::llvm_version()`.
     pub fn current() -> Versions {
         Versions {
             entkv: env!("CARGO_PKG_VERSION").to_string(),
+            kernel_code: env!("ENTKV_KERNEL_CODE").to_string(),
             llvm: entkv_codegen::llvm_version(),
         }
     }
@@ -384,6 +388,7 @@ impl Searcher<'_> {
         RecordKey {
             device: self.device.clone(),
             entkv_version: self.opts.versions.entkv.clone(),
+            kernel_code: self.opts.versions.kernel_code.clone(),
             llvm_version: self.opts.versions.llvm.clone(),
             spec: self.opts.spec.sketch_tag(),
             family,

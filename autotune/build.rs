@@ -1,0 +1,38 @@
+//! `ENTKV_KERNEL_CODE`: a digest of the sources that decide what a kernel is and how it is
+//! compiled (the DSL, the kernel generators, the ABI and codegen). It keys the tuning
+//! records, so a tuning cache written by another build of the kernels is never reused for
+//! this one.
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+const SOURCES: [&str; 4] = ["../dsl/src", "../kernels-gen/src", "../abi/src", "../codegen/src"];
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn main() {
+    let mut paths = Vec::new();
+    for dir in SOURCES {
+        println!("cargo:rerun-if-changed={dir}");
+        files(Path::new(dir), &mut paths);
+    }
+    paths.sort();
+    let mut h = Sha256::new();
+    for p in &paths {
+        h.update(p.to_string_lossy().as_bytes());
+        h.update(std::fs::read(p).unwrap_or_default());
+    }
+    let digest: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    println!("cargo:rustc-env=ENTKV_KERNEL_CODE={digest}");
+}
