@@ -82,8 +82,8 @@ PEAKED_TARGET = "certified-exact, `peaked`, 1M: ≥ 8× faster than SDPA"
 CEILING_TBS = 4.28
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”",
-    "topk": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes”",
-    "gaussian": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes”",
+    "topk": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes” and “Sparse decode: split runs and staged pages”",
+    "gaussian": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes” and “Sparse decode: split runs and staged pages”",
     "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried”",
 }
 

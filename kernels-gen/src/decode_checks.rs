@@ -315,6 +315,21 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             mk(1.5, 32, 1, 64, DType::F16, true, vec![900], KeyData::Normal),
             Selection::Support,
         ),
+        // d = 128 takes four lanes per token: the small tile's chunk (32 tokens) lies inside
+        // one 64-token page, the staged-page path's other case.
+        (
+            mk(
+                1.25,
+                128,
+                1,
+                64,
+                DType::BF16,
+                true,
+                vec![65, 200, 129],
+                KeyData::Normal,
+            ),
+            Selection::Strided(2),
+        ),
     ];
     for (case, selection) in cases {
         let tile = DenseTile::default_for(&case.spec.decode);
