@@ -30,6 +30,7 @@ import re
 import sys
 import tarfile
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Record method names (entkv bench's, gpu-check's, the SDPA script's) -> one key per method.
@@ -59,10 +60,18 @@ LABEL = {
     "dense-contiguous": "entmax dense, contiguous cache",
 }
 SPARSE = ["topk", "gaussian", "certified"]
-# (workload, n) -> the method an `auto` step ran, from its step row's kernel tiers.
-AUTO_RAN = {}
-# Result file label -> what the bundle its runs timed was (from a bundle-manifest.json beside it).
-BUNDLES = {}
+
+
+@dataclass
+class Loaded:
+    """What `load` read from the results folders."""
+    records: list
+    stages: list
+    sources: list
+    # (workload, n) -> the method an `auto` step ran, from its step row's kernel tiers.
+    auto_ran: dict = field(default_factory=dict)
+    # Result file label -> what the bundle its runs timed was (a bundle-manifest.json beside it).
+    bundles: dict = field(default_factory=dict)
 
 
 def bundle_kind(manifest):
@@ -123,8 +132,10 @@ def kept_from_checks(checks):
 
 
 def load(dirs):
-    """Every record (with `key`, `source`, `order`), the stage rows of bench reports, the sources."""
+    """Every record (with `key`, `source`, `order`), the stage rows of bench reports, the sources,
+    which method each `auto` step ran and which bundle each run timed."""
     records, stages, sources = [], [], []
+    auto_ran, bundles = {}, {}
     for d in map(Path, dirs):
         if not d.is_dir():
             sys.exit(f"{d}: not a directory")
@@ -135,7 +146,7 @@ def load(dirs):
                 continue
             kept = {}
             if isinstance(doc, dict) and "manifest" in doc and label.endswith("bundle-manifest.json"):
-                BUNDLES[label] = bundle_kind(doc)
+                bundles[label] = bundle_kind(doc)
                 continue
             if isinstance(doc, list):
                 recs, kind = doc, "torch SDPA"
@@ -145,7 +156,7 @@ def load(dirs):
                 for r in doc.get("rows", []):
                     if r.get("method") == "auto" and r.get("stage") == "step":
                         ran = "certified-exact" if "decode_certified=" in r.get("tier", "") else "dense"
-                        AUTO_RAN[(r.get("workload"), r.get("n"))] = ran
+                        auto_ran[(r.get("workload"), r.get("n"))] = ran
             elif isinstance(doc, dict) and "timings" in doc:
                 recs, kind = doc["timings"], "entkv gpu-check"
                 kept = kept_from_checks(doc.get("checks", []))
@@ -164,7 +175,7 @@ def load(dirs):
                                 gpu=first.get("gpu"), driver=first.get("driver"), count=len(recs)))
     if not records:
         sys.exit(f"no benchmark records in {' '.join(dirs)}")
-    return records, stages, sources
+    return Loaded(records, stages, sources, auto_ran, bundles)
 
 
 def best(records):
@@ -254,9 +265,10 @@ def peaked_target(peaked, stages):
             ok, None if ok else where_time(stages, "peaked", "certified", 1048576))
 
 
-def targets(table, stages, workload, peaked=None):
+def targets(table, stages, workload, peaked=None, auto_ran=None):
     """Rows (target, measured, status, where the time goes) of the performance issue's targets:
-    the `paper` ones from `table`, and with them (for `paper`) the `peaked` one from `peaked`."""
+    the `paper` ones from `table`, and with them (for `paper`) the `peaked` one from `peaked`.
+    `auto_ran` says which method each `auto` step ran (`Loaded.auto_ran`)."""
     rec = lambda m, n: table.get((m, n))
     out = []
 
@@ -298,7 +310,7 @@ def targets(table, stages, workload, peaked=None):
     name = "auto, 32k: ≤ 0.15 ms"
     if a:
         ok = a["median_ms"] <= 0.15
-        ran = AUTO_RAN.get((workload, 32768), "dense or certified-exact")
+        ran = (auto_ran or {}).get((workload, 32768), "dense or certified-exact")
         out.append((name, f"{fmt_ms(a['median_ms'])} ms (ran {ran})", ok,
                     None if ok else where("dense" if ran == "dense" else "certified", 32768)))
     elif d:
@@ -311,7 +323,8 @@ def targets(table, stages, workload, peaked=None):
     return out
 
 
-def write_doc(path, records, stages, sources, png):
+def write_doc(path, loaded, png):
+    records, stages, sources = loaded.records, loaded.stages, loaded.sources
     doc_dir = path.parent
     by_workload = with_borrowed_sdpa(best(records))
     lines = [
@@ -338,16 +351,16 @@ def write_doc(path, records, stages, sources, png):
     for s in sources:
         lines.append(f"| {rel(s['file'], doc_dir)} | {s['kind']} | {s['count']} | {s['commit']} | {s['date']} "
                      f"| {s['gpu']} | {s['driver']} |")
-    if BUNDLES:
+    if loaded.bundles:
         lines.append("")
-        for label, kind in sorted(BUNDLES.items()):
+        for label, kind in sorted(loaded.bundles.items()):
             lines.append(f"The bundle timed by the `entkv bench` runs beside {rel(label, doc_dir)}: {kind}.")
     for workload, table in sorted(by_workload.items()):
         if workload == "peaked":
             # Its one target sits with `paper`'s, unless there is no `paper` run.
             rows = [] if "paper" in by_workload else [peaked_target(table, stages)]
         else:
-            rows = targets(table, stages, workload, by_workload.get("peaked"))
+            rows = targets(table, stages, workload, by_workload.get("peaked"), loaded.auto_ran)
         if rows:
             lines += ["", f"## Targets (`{workload}`)", "",
                       "| target | measured | status |", "| --- | --- | --- |"]
@@ -439,10 +452,10 @@ def main():
     ap.add_argument("--doc", default="docs/benchmarks.md")
     ap.add_argument("--png", default="docs/benchmarks.png")
     a = ap.parse_args()
-    records, stages, sources = load(a.dirs)
-    png = Path(a.png) if plot(a.png, records) else None
-    write_doc(Path(a.doc), records, stages, sources, png)
-    print(f"wrote {a.doc}" + (f" and {a.png}" if png else "") + f" from {len(records)} records")
+    loaded = load(a.dirs)
+    png = Path(a.png) if plot(a.png, loaded.records) else None
+    write_doc(Path(a.doc), loaded, png)
+    print(f"wrote {a.doc}" + (f" and {a.png}" if png else "") + f" from {len(loaded.records)} records")
 
 
 if __name__ == "__main__":
