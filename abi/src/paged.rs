@@ -123,6 +123,13 @@ impl PagedShape {
     pub fn selection_elems(&self) -> u64 {
         self.batch as u64 * self.kv_heads as u64 * self.max_pages as u64
     }
+    /// Element offset in `k_pool`/`v_pool` of the row of token `t` of KV head `kvh` of sequence
+    /// `b`, through `block_table` (`[batch, max_pages]`; the page must be in it).
+    pub fn row_offset(&self, spec: &PagedSpec, block_table: &[i32], b: usize, kvh: usize, t: usize) -> u64 {
+        let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
+        let page = block_table[b * self.max_pages as usize + t / p as usize] as u64;
+        ((page * self.kv_heads as u64 + kvh as u64) * p + t as u64 % p) * d
+    }
 }
 
 /// A batch that does not fit its paged cache. Every variant names the offending entry.

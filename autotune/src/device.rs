@@ -443,15 +443,10 @@ impl DeviceProgram {
 
     /// Download one buffer as a host buffer of its element type.
     pub fn get(&self, name: &str) -> Result<entkv_dsl::interp::HostBuffer> {
-        let Some((b, elem, len)) = self.buffers.get(name) else {
+        let Some((_, _, len)) = self.buffers.get(name) else {
             anyhow::bail!("no device buffer `{name}`");
         };
-        let mut h = entkv_dsl::interp::HostBuffer::zeros(*elem, *len);
-        let bytes = b.to_host()?;
-        if *len > 0 && !h.copy_from_le_bytes(&bytes) {
-            anyhow::bail!("buffer `{name}` came back with {} bytes", bytes.len());
-        }
-        Ok(h)
+        self.get_range(name, 0, *len)
     }
 
     /// Download elements `start..start + len` of buffer `name` (a few pages of a pool that is

@@ -12,7 +12,7 @@ use entkv_dsl::interp::HostBuffer;
 use entkv_kernels::check::{compare, DenseCheck, DenseOutputs};
 use entkv_kernels::data::{normal, Tensor};
 use entkv_kernels::fill::value_at;
-use entkv_kernels::peaked::PeakedKeys;
+use entkv_kernels::peaked::{first_query, PeakedKeys};
 use entkv_kernels::pipelines::{decode_pipeline, DecodeKind, Pipeline};
 use entkv_kernels::reference::{attend, attend_softmax, DecodeReference, HeadReference};
 use entkv_runtime::Gpu;
@@ -82,28 +82,6 @@ impl PaperLayout {
     }
 }
 
-/// Element offset in a pool of the row of token `t` of KV head `kvh` of sequence `b`.
-pub fn pool_row(
-    spec: &PagedSpec,
-    shape: &PagedShape,
-    block_table: &[i32],
-    b: usize,
-    kvh: usize,
-    t: usize,
-) -> u64 {
-    let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
-    let page = block_table[b * shape.max_pages as usize + t / p as usize] as u64;
-    ((page * shape.kv_heads as u64 + kvh as u64) * p + (t as u64 % p)) * d
-}
-
-/// The stored values of the first query head of KV head `kvh`'s group in sequence `b` (`q`
-/// `[batch, q_heads, d]`): the direction of that head's hot pages.
-pub fn first_query(spec: &PagedSpec, shape: &PagedShape, q: &Tensor, b: usize, kvh: usize) -> Vec<f32> {
-    let d = spec.decode.head_dim as usize;
-    let h0 = b * shape.q_heads(spec) as usize + kvh * spec.decode.group as usize;
-    q.values[h0 * d..][..d].iter().map(|&x| x as f32).collect()
-}
-
 /// Compare, bit for bit, pages of a peaked pool (read by `read(start, len)`, element offsets)
 /// with the twin: the first and last page and the first hot page of the first and of the last
 /// (sequence, KV head). Returns the pages compared; a difference is an error naming the row.
@@ -135,7 +113,7 @@ pub fn spot_check_peaked(
         let tokens: Vec<usize> = (j as usize * p..(j as usize + 1) * p).collect();
         let want = g.rows(&first_query(spec, shape, q, bu, hu), b, kvh, n as u32, &tokens)?;
         // A (page, KV head) block of the pool is `page_size` contiguous rows.
-        let got = read(pool_row(spec, shape, block_table, bu, hu, tokens[0]), p * d)?;
+        let got = read(shape.row_offset(spec, block_table, bu, hu, tokens[0]), p * d)?;
         for (t, row) in tokens.iter().zip(&want) {
             for (i, &w) in row.iter().enumerate() {
                 let x = got[(t % p) * d + i];
@@ -286,7 +264,7 @@ impl PaperCache {
 
     fn row(&self, seed: u32, b: usize, kvh: usize, t: usize) -> Vec<f64> {
         let d = self.spec.decode.head_dim as u64;
-        let base = pool_row(&self.spec, &self.shape, &self.block_table, b, kvh, t);
+        let base = self.shape.row_offset(&self.spec, &self.block_table, b, kvh, t);
         (0..d)
             .map(|i| value_at(self.spec.decode.kv_dtype, seed, 1.0, base + i))
             .collect()
@@ -651,7 +629,7 @@ mod tests {
 
     /// What `PaperCache::with_keys` launches for peaked keys, run in the interpreter on a
     /// small layout with the same buffers: the pool holds at every row what the reference
-    /// regenerates there (`first_query`, `pool_row`, `PeakedKeys::rows`).
+    /// regenerates there (`first_query`, `PagedShape::row_offset`, `PeakedKeys::rows`).
     #[test]
     fn peaked_cache_generation_matches_its_reference_rows() {
         use entkv_dsl::interp::HostBuffer;
@@ -678,7 +656,7 @@ mod tests {
         // First, last and first hot page of two heads (a hot page may be the first or last).
         assert!((4..=6).contains(&checked.unwrap()));
         let mut bad = pool.clone();
-        let at = pool_row(&spec, &l.shape, &l.block_table, 1, 2, 300 - 1) as usize + 31;
+        let at = l.shape.row_offset(&spec, &l.block_table, 1, 2, 300 - 1) as usize + 31;
         bad[at] = -bad[at];
         let e = spot_check_peaked(&spec, &l.shape, &l.block_table, &l.q, &g, n, |s, len| {
             read(&bad, s, len)
@@ -695,7 +673,7 @@ mod tests {
                 let q = first_query(&spec, &l.shape, &l.q, b, kvh);
                 let rows = g.rows(&q, b as u32, kvh as u32, n as u32, &tokens).unwrap();
                 for (t, row) in rows.iter().enumerate() {
-                    let at = pool_row(&spec, &l.shape, &l.block_table, b, kvh, t) as usize;
+                    let at = l.shape.row_offset(&spec, &l.block_table, b, kvh, t) as usize;
                     assert_eq!(&pool[at..at + 32], row.as_slice(), "seq {b} head {kvh} token {t}");
                 }
             }

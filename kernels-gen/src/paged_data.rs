@@ -204,9 +204,8 @@ impl PagedCase {
 
 impl PagedInputs {
     fn row<'a>(&self, pool: &'a Tensor, spec: &PagedSpec, b: usize, kvh: usize, t: usize) -> &'a [f64] {
-        let (p, d) = (spec.page_size as usize, spec.decode.head_dim as usize);
-        let page = self.block_table[b * self.shape.max_pages as usize + t / p] as usize;
-        let at = ((page * self.shape.kv_heads as usize + kvh) * p + t % p) * d;
+        let d = spec.decode.head_dim as usize;
+        let at = self.shape.row_offset(spec, &self.block_table, b, kvh, t) as usize;
         &pool.values[at..at + d]
     }
     pub fn key(&self, spec: &PagedSpec, b: usize, kvh: usize, t: usize) -> &[f64] {

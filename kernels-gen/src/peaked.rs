@@ -43,6 +43,7 @@
 //! centroid once (22 normals) and writes the page's `page_size` tokens (one normal each), about
 //! 2.4× the work of [`crate::fill`] for the same pool.
 
+use crate::data::Tensor;
 use crate::fill::{fmix32, fmix32_dsl, normal_at, normal_dsl};
 use crate::program::Call;
 use crate::{scalar_of, KernelGenError};
@@ -87,6 +88,22 @@ pub fn walk_coefficients() -> [f32; WALK_TERMS] {
         power *= RHO;
     }
     out
+}
+
+/// `√(1−ρ²)·Σ_m ρ^m·w_{j−m}` from `w(m) = w_{j−m}`: m ascending, one rounding per term (the
+/// kernel's `fma` chain, in the same order).
+fn walk_sum(coef: &[f32; WALK_TERMS], w: impl Fn(usize) -> f32) -> f32 {
+    coef.iter()
+        .enumerate()
+        .fold(0.0f32, |acc, (m, c)| c.mul_add(w(m), acc))
+}
+
+/// The stored values of the first query head of KV head `kvh`'s group in sequence `b` (`q`
+/// `[batch, q_heads, d]`): the direction of that head's hot pages.
+pub fn first_query(spec: &PagedSpec, shape: &PagedShape, q: &Tensor, b: usize, kvh: usize) -> Vec<f32> {
+    let d = spec.decode.head_dim as usize;
+    let h0 = b * shape.q_heads(spec) as usize + kvh * spec.decode.group as usize;
+    q.values[h0 * d..][..d].iter().map(|&x| x as f32).collect()
 }
 
 /// Why a layout cannot be filled.
@@ -224,12 +241,9 @@ impl PeakedKeys {
     /// The walk centroid (what a page that is not hot gets) of page `j`, dimension `i`, of
     /// (sequence, KV head) `r = b·kv_heads + h`.
     pub fn walk_centroid(&self, r: u64, j: u32, i: u32) -> f32 {
-        let coef = walk_coefficients();
-        let mut acc = 0.0f32;
-        for (m, c) in coef.iter().enumerate() {
-            acc = c.mul_add(self.walk(r, j as i64 - m as i64, i as u64), acc);
-        }
-        acc
+        walk_sum(&walk_coefficients(), |m| {
+            self.walk(r, j as i64 - m as i64, i as u64)
+        })
     }
 
     /// A hot page's centroid `2.5·√d·q/‖q‖` for query `q` (f32 values as stored).
@@ -285,14 +299,7 @@ impl PeakedKeys {
                     hot.clone()
                 } else {
                     (0..d)
-                        .map(|i| {
-                            let mut acc = 0.0f32;
-                            for (m, c) in coef.iter().enumerate() {
-                                let at = (j as i64 - m as i64 - first) as usize;
-                                acc = c.mul_add(w[at * d + i], acc);
-                            }
-                            acc
-                        })
+                        .map(|i| walk_sum(&coef, |m| w[(j as i64 - m as i64 - first) as usize * d + i]))
                         .collect()
                 };
                 (j, c)
@@ -447,7 +454,7 @@ pub fn peaked_kernel(kv: DType, q_dtype: DType) -> Result<Kernel, KernelGenError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{normal, Tensor};
+    use crate::data::normal;
     use crate::decode_checks::host_tensor;
     use crate::program::Program;
     use crate::reference::{entmax, scores};
@@ -500,17 +507,8 @@ mod tests {
         fn gen(&self, seed: u32) -> PeakedKeys {
             PeakedKeys::new(&self.spec, &self.shape, seed)
         }
-        /// The stored values of the first query head of KV head `kvh`'s group.
         fn q_first(&self, b: usize, kvh: usize) -> Vec<f32> {
-            let (d, g) = (
-                self.spec.decode.head_dim as usize,
-                self.spec.decode.group as usize,
-            );
-            let q_heads = self.shape.kv_heads as usize * g;
-            self.q.values[(b * q_heads + kvh * g) * d..][..d]
-                .iter()
-                .map(|&x| x as f32)
-                .collect()
+            first_query(&self.spec, &self.shape, &self.q, b, kvh)
         }
     }
 
@@ -546,9 +544,8 @@ mod tests {
                         .rows(&l.q_first(b, kvh), b as u32, kvh as u32, len as u32, &tokens)
                         .unwrap();
                     for (t, row) in rows.iter().enumerate() {
-                        let page = l.block_table[b * mp + t / p] as usize;
-                        owned[page] = true;
-                        let at = ((page * kv_heads as usize + kvh) * p + t % p) * d;
+                        owned[l.block_table[b * mp + t / p] as usize] = true;
+                        let at = l.shape.row_offset(&l.spec, &l.block_table, b, kvh, t) as usize;
                         for (i, (&got, &want)) in pool[at..at + d].iter().zip(row).enumerate() {
                             assert_eq!(
                                 got.to_bits(),

@@ -144,12 +144,15 @@ impl TokenSource {
                 let t = k.let_("tp", t);
                 let bt = self.block_table.expect("block table");
                 let page = bt.at(self.bt_row.expect("block table row") + t / p).i64();
-                k.let_(
-                    "row",
-                    ((page * self.kv_heads.i64() + self.kvh.i64()) * p + t % p) * d,
-                )
+                k.let_("row", self.page_row(page, p, t % p))
             }
         }
+    }
+
+    /// Element offset of row `slot` (i64) of this KV head's block in pool page `page` (i64) of
+    /// `p` rows: the pool is `[num_pages, kv_heads, page_size, head_dim]`.
+    fn page_row(&self, page: Expr, p: i64, slot: Expr) -> Expr {
+        ((page * self.kv_heads.i64() + self.kvh.i64()) * p + slot) * self.head_dim as i64
     }
 }
 
@@ -222,12 +225,9 @@ impl TokenSource {
     /// Element offset of the K/V row of iteration index `c`, `off = c − c0` into the chunk
     /// staged at `c0` (u32).
     pub fn staged_row(&self, k: &mut KernelBuilder, cp: &ChunkPages, c: Var, off: Var) -> Var {
-        let (p, d) = (cp.page_size as i64, self.head_dim as i64);
+        let p = cp.page_size as i64;
         let page = cp.phys.at(cp.index(off)).i64();
-        k.let_(
-            "row",
-            ((page * self.kv_heads.i64() + self.kvh.i64()) * p + (c & (p - 1))) * d,
-        )
+        k.let_("row", self.page_row(page, p, c & (p - 1)))
     }
 }
 
@@ -356,8 +356,8 @@ pub fn score_chunk(
     for r in 0..tile.tokens_per_group {
         let off = k.let_("off", chunk_offset(lanes, r));
         let c = k.let_("ci", c0 + off.i64());
-        // Invalid lanes load the chunk's first index (always a token), so no load leaves the
-        // sequence.
+        // Invalid lanes load a token that exists (the chunk's first when its pages are staged,
+        // the sequence's first otherwise), so no load leaves the sequence.
         let inside = k.let_("inside", c.lt(src.len));
         let (t, row) = match pages {
             Some(cp) => {
