@@ -208,10 +208,41 @@ pub struct DensePlan {
     pub split_len: u64,
 }
 
+/// Chunks a split of the sparse decode walks at least, whatever its plan: a split's later
+/// chunks are pruned by the bound of its earlier ones, so one-chunk runs leave many more
+/// candidates for the finish pass (`decode_sparse_score` cuts a selection into runs of at least
+/// this many chunks, when its plan allows).
+pub const SPARSE_MIN_RUN: u32 = 2;
+
+/// How [`split_plan`] picks among the split lengths that launch at most about four waves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitPolicy {
+    /// The shortest: the most CTAs. The streamed walks (dense, sparse) are memory-bound, and
+    /// the CTAs of a partial last wave run faster than a full wave's, so more, shorter splits
+    /// win: the least-tail choice below cost top-k 4–22% (results/2026-11-30-split-plan).
+    MostCtas,
+    /// The one whose last wave is least empty: CTAs run in rounds of `sm_count × ctas_per_sm`,
+    /// so a split of `c` chunks costs `rounds × c` chunk-times (ties go to the shorter
+    /// splits). The certified score pass does the same sketch arithmetic for every token, so
+    /// its CTAs take the same time whatever else runs: 1M tokens in 8 splits (1536 CTAs, 3.9
+    /// rounds of 396) instead of 9 (4.4 rounds) took 3.07 instead of 3.19 ms.
+    LeastTail,
+}
+
+/// [`split_plan`] with [`SplitPolicy::MostCtas`].
+pub fn dense_plan(tile: &DenseTile, shape: &DenseShape, sm_count: u32) -> Result<DensePlan, SpecError> {
+    split_plan(tile, shape, sm_count, SplitPolicy::MostCtas)
+}
+
 /// Choose the split length: as long as possible (long splits have tight threshold bounds, so
 /// few candidates) while still launching about four waves of `ctas_per_sm` CTAs per SM, and
-/// never more than [`MAX_SPLITS`] splits.
-pub fn dense_plan(tile: &DenseTile, shape: &DenseShape, sm_count: u32) -> Result<DensePlan, SpecError> {
+/// never more than [`MAX_SPLITS`] splits; `policy` picks among the lengths that allow.
+pub fn split_plan(
+    tile: &DenseTile,
+    shape: &DenseShape,
+    sm_count: u32,
+    policy: SplitPolicy,
+) -> Result<DensePlan, SpecError> {
     if shape.n == 0 || shape.batch == 0 || shape.kv_heads == 0 {
         return Err(SpecError::BadShape(format!(
             "batch, kv_heads and n must be positive (got {}, {}, {})",
@@ -232,10 +263,25 @@ pub fn dense_plan(tile: &DenseTile, shape: &DenseShape, sm_count: u32) -> Result
     let chunk = tile.chunk_len() as u64;
     let chunks = ceil_div(shape.n, chunk);
     let groups = shape.batch as u64 * shape.kv_heads as u64;
-    let target = (sm_count.max(1) as u64) * tile.ctas_per_sm as u64 * 4;
-    let by_fill = ceil_div(chunks * groups, target);
+    let slots = (sm_count.max(1) as u64) * tile.ctas_per_sm.max(1) as u64;
+    let by_fill = ceil_div(chunks * groups, slots * 4);
     let by_limit = ceil_div(chunks, MAX_SPLITS as u64);
-    let chunks_per_split = by_fill.max(by_limit).clamp(1, chunks);
+    let shortest = by_fill.max(by_limit).clamp(1, chunks);
+    let chunks_per_split = match policy {
+        SplitPolicy::MostCtas => shortest,
+        SplitPolicy::LeastTail => {
+            // Every split count the shortest length allows, most splits first (ties keep it).
+            let (mut best_cost, mut best) = (u64::MAX, shortest);
+            for splits in (1..=ceil_div(chunks, shortest)).rev() {
+                let cps = ceil_div(chunks, splits);
+                let cost = ceil_div(ceil_div(chunks, cps) * groups, slots) * cps;
+                if cost < best_cost {
+                    (best_cost, best) = (cost, cps);
+                }
+            }
+            best
+        }
+    };
     let splits = ceil_div(chunks, chunks_per_split);
     Ok(DensePlan {
         chunks_per_split: chunks_per_split as u32,
@@ -268,9 +314,9 @@ pub fn dense_workspace(spec: &DecodeSpec, shape: &DenseShape, plan: &DensePlan) 
 }
 
 /// The largest [`DenseWorkspace`] any batch of at most `max_batch` sequences of at most
-/// `max_n` tokens plans (each buffer's maximum; exact, by evaluating [`dense_plan`] at every
-/// batch size and chunk count, since split rounding makes the sizes non-monotone). Sizes an
-/// engine's workspace once so that every later plan fits it.
+/// `max_n` tokens plans under `policy` (each buffer's maximum; exact, by
+/// evaluating [`split_plan`] at every batch size and chunk count, since split rounding makes
+/// the sizes non-monotone). Sizes an engine's workspace once so that every later plan fits it.
 pub fn dense_workspace_bound(
     spec: &DecodeSpec,
     tile: &DenseTile,
@@ -278,6 +324,7 @@ pub fn dense_workspace_bound(
     kv_heads: u32,
     max_n: u64,
     sm_count: u32,
+    policy: SplitPolicy,
 ) -> Result<DenseWorkspace, SpecError> {
     let chunk = tile.chunk_len() as u64;
     let mut bound = DenseWorkspace {
@@ -291,7 +338,7 @@ pub fn dense_workspace_bound(
                 kv_heads,
                 n: (chunks * chunk).min(max_n.max(1)),
             };
-            let ws = dense_workspace(spec, &shape, &dense_plan(tile, &shape, sm_count)?);
+            let ws = dense_workspace(spec, &shape, &split_plan(tile, &shape, sm_count, policy)?);
             bound.cand_elems = bound.cand_elems.max(ws.cand_elems);
             bound.split_elems = bound.split_elems.max(ws.split_elems);
         }
@@ -390,6 +437,53 @@ mod tests {
         .unwrap();
         let ctas = p.splits as u64 * 8 * 24;
         assert!((1000..=3000).contains(&ctas), "{p:?}: {ctas} CTAs");
+    }
+
+    #[test]
+    fn least_tail_fills_the_last_round() {
+        let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+        let tile = DenseTile {
+            threads: 128,
+            lanes_per_token: 1,
+            tokens_per_group: 4,
+            ctas_per_sm: 3,
+            ..DenseTile::default_for(&spec)
+        };
+        let chunk = tile.chunk_len() as u64;
+        let slots = 132 * 3;
+        // Rounds × chunks per split: the time the plan takes in chunk-times.
+        let cost = |p: &DensePlan, groups: u64| p.splits as u64 * groups;
+        let time = |p: &DensePlan, groups: u64| ceil_div(cost(p, groups), slots) * p.chunks_per_split as u64;
+        // Certified-exact at 1M (paper shapes): 2048 chunks, 192 heads.
+        let paper = DenseShape {
+            batch: 8,
+            kv_heads: 24,
+            n: 1 << 20,
+        };
+        let most = split_plan(&tile, &paper, 132, SplitPolicy::MostCtas).unwrap();
+        let least = split_plan(&tile, &paper, 132, SplitPolicy::LeastTail).unwrap();
+        assert_eq!((most.splits, most.chunks_per_split), (9, 249));
+        assert_eq!((least.splits, least.chunks_per_split), (8, 256));
+        assert_eq!(time(&least, 192), 1024);
+        assert!(time(&most, 192) > 1024);
+        for n in [1u64, 100, 4096, 20_000, 131_072, 333_333, 1 << 20, 3_000_001] {
+            for (batch, heads) in [(1, 1), (1, 8), (8, 24), (3, 5), (64, 32)] {
+                let shape = DenseShape {
+                    batch,
+                    kv_heads: heads,
+                    n,
+                };
+                let groups = batch as u64 * heads as u64;
+                let most = split_plan(&tile, &shape, 132, SplitPolicy::MostCtas).unwrap();
+                let least = split_plan(&tile, &shape, 132, SplitPolicy::LeastTail).unwrap();
+                // Never shorter than the four-wave length, never slower by the round count.
+                assert!(least.chunks_per_split >= most.chunks_per_split, "{shape:?}");
+                assert!(time(&least, groups) <= time(&most, groups), "{shape:?}");
+                assert!(least.splits as u64 * least.split_len >= n);
+                assert!((least.splits as u64 - 1) * least.split_len < n, "no empty split");
+                assert_eq!(least.split_len, least.chunks_per_split as u64 * chunk);
+            }
+        }
     }
 
     #[test]

@@ -22,9 +22,9 @@ use crate::topk::{
     softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
 };
 use crate::{
-    dense_finish_geometry, dense_plan, dense_workspace, dense_workspace_bound, paged_decode_entry_names,
-    paged_score_geometry, DenseShape, DenseTile, DenseWorkspace, LaunchGeometry, PagedShape, PagedSpec,
-    SpecError,
+    dense_finish_geometry, dense_workspace, dense_workspace_bound, paged_decode_entry_names,
+    paged_score_geometry, split_plan, DenseShape, DenseTile, DenseWorkspace, LaunchGeometry, PagedShape,
+    PagedSpec, SpecError, SplitPolicy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -129,6 +129,16 @@ pub enum DecodeKind {
     Certified,
 }
 
+impl DecodeKind {
+    /// How the kind's score pass is cut into splits.
+    pub fn split_policy(self) -> SplitPolicy {
+        match self {
+            DecodeKind::Dense | DecodeKind::Sparse => SplitPolicy::MostCtas,
+            DecodeKind::Certified => SplitPolicy::LeastTail,
+        }
+    }
+}
+
 /// Entry names of the certified pair: `select_certified__<spec+sketch>__<tile>`,
 /// `decode_certified__…`.
 pub fn certified_entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, String) {
@@ -157,7 +167,7 @@ pub fn decode_calls(
         kv_heads: shape.kv_heads,
         n: max_tokens.max(1),
     };
-    let plan = dense_plan(tile, &dshape, sm_count)?;
+    let plan = split_plan(tile, &dshape, sm_count, kind.split_policy())?;
     let ws = dense_workspace(ds, &dshape, &plan);
     let buffers = decode_buffers(kind, spec, shape.batch, shape.kv_heads, &ws);
     let alibi: Vec<ArgRef> = if spec.alibi {
@@ -309,7 +319,15 @@ pub fn decode_buffers_bound(
     sm_count: u32,
 ) -> Result<Vec<BufferSpec>, SpecError> {
     tile.check(&spec.decode)?;
-    let ws = dense_workspace_bound(&spec.decode, tile, max_batch, kv_heads, max_tokens, sm_count)?;
+    let ws = dense_workspace_bound(
+        &spec.decode,
+        tile,
+        max_batch,
+        kv_heads,
+        max_tokens,
+        sm_count,
+        kind.split_policy(),
+    )?;
     Ok(decode_buffers(kind, spec, max_batch, kv_heads, &ws))
 }
 
