@@ -501,9 +501,11 @@ fn paper_paged(
         let sel: f64 = pc.dev.get("sel_count")?.to_f64_vec().iter().sum();
         Ok(sel as u64 * spec.page_size as u64 * d * kv_elem)
     };
-    let meta_read = pc.shape.num_pages as u64 * 24 * 2 * d * kv_elem / 2; // one bound per dim
-                                                                          // The Gaussian selector plans its decode for the largest possible selection (every page):
-                                                                          // its coverage is only known on the device.
+    // The box bounds (a min and a max row) and the moments (a mean and a std row) are both two
+    // f16 rows per page: see `record::step_bytes::topk` for why the box reads both.
+    let meta_read = pc.shape.num_pages as u64 * 24 * 2 * d * kv_elem;
+    // The Gaussian selector plans its decode for the largest possible selection (every page):
+    // its coverage is only known on the device.
     let all_tokens = pc.shape.max_pages as u64 * spec.page_size as u64;
     let gauss = gaussian_select_pipeline(&spec, &pc.shape)?.then(decode_pipeline(
         DecodeKind::Sparse,
@@ -513,7 +515,6 @@ fn paper_paged(
         all_tokens,
         sm,
     )?);
-    let moments_read = pc.shape.num_pages as u64 * 24 * 2 * d * kv_elem;
     for (method, pipe) in [
         ("entmax-gaussian", gauss),
         ("entmax-topk", select.clone().then(sparse)),
@@ -533,11 +534,6 @@ fn paper_paged(
             let support: i64 = got.support.iter().sum();
             let sel: f64 = pc.dev.get("sel_count")?.to_f64_vec().iter().sum();
             let coverage = sel / (pc.shape.max_pages as f64 * 8.0 * 24.0);
-            let meta = if method == "entmax-gaussian" {
-                moments_read
-            } else {
-                meta_read
-            };
             (
                 c.passed,
                 format!(
@@ -549,7 +545,7 @@ fn paper_paged(
                     c.heads,
                     100.0 * coverage
                 ),
-                meta + kv_sel + support as u64 * d * kv_elem,
+                meta_read + kv_sel + support as u64 * d * kv_elem,
             )
         } else {
             let out = pc.dev.get("out")?.to_f64_vec();

@@ -240,10 +240,14 @@ pub mod step_bytes {
         s.kv_rows() * s.n * s.row() + support_rows * s.row() + s.io()
     }
 
-    /// Entmax top-k: one box bound per dimension of every scored page (the sign trick reads
-    /// min or max, not both), K of the selected pages, V at the support.
+    /// Entmax top-k: both box bounds (the min and the max row) of every scored page, K of the
+    /// selected pages, V at the support. The sign trick uses one bound per dimension, but which
+    /// one follows the sign of q_i, and DRAM moves 32-byte sectors of 16 f16 dimensions: a
+    /// sector of the min row could be skipped only if all its 16 signs picked the max (and a
+    /// GQA group's heads need both anyway), so both rows are read. (Before 2026-11-30 this
+    /// counted one row, which no kernel of this layout can reach.)
     pub fn topk(s: &StepSizes, selected_pages: u64, support_rows: u64) -> u64 {
-        s.scored_pages() * s.row() + selected(s, selected_pages, support_rows)
+        box_bounds(s) + selected(s, selected_pages, support_rows)
     }
 
     /// Gaussian-aware entmax: the moments (mean and standard deviation per dimension) of every
@@ -252,12 +256,17 @@ pub mod step_bytes {
         s.scored_pages() * 2 * s.row() + selected(s, selected_pages, support_rows)
     }
 
+    /// The min and max rows of every scored page.
+    fn box_bounds(s: &StepSizes) -> u64 {
+        s.scored_pages() * 2 * s.row()
+    }
+
     /// Certified-exact: the sketch of every scored page's tokens and both bounds of the page
     /// (min and max give the sketch's step), the last page's K (scored exactly), K of the kept
     /// rows (rescored exactly), V at the support.
     pub fn certified(s: &StepSizes, kept_rows: u64, support_rows: u64) -> u64 {
         let sketch = s.scored_pages() * s.page_size * s.head_dim * s.sketch_bits / 8;
-        let bounds = s.scored_pages() * 2 * s.row();
+        let bounds = box_bounds(s);
         let last_page = s.kv_rows() * (s.n - (s.pages() - 1) * s.page_size) * s.row();
         sketch + bounds + last_page + (kept_rows + support_rows) * s.row() + s.io()
     }
@@ -265,7 +274,7 @@ pub mod step_bytes {
     /// Softmax top-k (Quest): the same box bounds as top-k, K and V of every selected token
     /// (softmax has no zeros).
     pub fn softmax_topk(s: &StepSizes, selected_pages: u64) -> u64 {
-        s.scored_pages() * s.row() + 2 * s.tokens_in(selected_pages) * s.row() + s.io()
+        box_bounds(s) + 2 * s.tokens_in(selected_pages) * s.row() + s.io()
     }
 
     /// K of the selected pages, V at the support, q and the output.
@@ -355,10 +364,10 @@ mod tests {
         let (io, support) = (1536, 10);
         // K: 4 (sequence, KV head) rows × 40 tokens × 64 B; V: 10 rows.
         assert_eq!(step_bytes::dense(&s, support), 4 * 40 * 64 + 10 * 64 + io);
-        // 8 scored pages × 32 one-per-dimension f16 bounds; K of 4 × 24 tokens.
-        assert_eq!(step_bytes::topk(&s, 8, support), 8 * 64 + 96 * 64 + 10 * 64 + io);
-        assert_eq!(step_bytes::topk(&s, 8, support), 8832);
-        // Mean and standard deviation: twice the bounds' bytes.
+        // 8 scored pages × both rows of 32 f16 bounds; K of 4 × 24 tokens.
+        assert_eq!(step_bytes::topk(&s, 8, support), 8 * 128 + 96 * 64 + 10 * 64 + io);
+        assert_eq!(step_bytes::topk(&s, 8, support), 9344);
+        // Mean and standard deviation: as many bytes as the bounds.
         assert_eq!(
             step_bytes::gaussian(&s, 8, support),
             8 * 128 + 96 * 64 + 10 * 64 + io
@@ -370,7 +379,7 @@ mod tests {
         );
         assert_eq!(step_bytes::certified(&s, 12, support), 10112);
         // K and V of every selected token.
-        assert_eq!(step_bytes::softmax_topk(&s, 8), 8 * 64 + 2 * 96 * 64 + io);
+        assert_eq!(step_bytes::softmax_topk(&s, 8), 8 * 128 + 2 * 96 * 64 + io);
     }
 
     /// The figures docs/perf-notes.md and BENCH.md state for `paper` at 1M: K alone 12.9 GB
@@ -389,7 +398,7 @@ mod tests {
         assert!((dense as f64 / 1e9 - 12.88).abs() < 0.01, "{dense}");
         assert!((floor_ms(dense) - 3.01).abs() < 0.005, "{}", floor_ms(dense));
         // Every page selected: K and V of the whole cache, plus the bounds and q/out.
-        let kv = step_bytes::softmax_topk(&s, 8 * 24 * s.pages()) - s.scored_pages() * s.row() - s.io();
+        let kv = step_bytes::softmax_topk(&s, 8 * 24 * s.pages()) - s.scored_pages() * 2 * s.row() - s.io();
         assert!((kv as f64 / 1e9 - 25.77).abs() < 0.01, "{kv}");
         assert!((floor_ms(kv) - 6.02).abs() < 0.005, "{}", floor_ms(kv));
         assert_eq!(s.page_fraction(8 * 24 * s.pages()), 1.0);
