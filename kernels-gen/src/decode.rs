@@ -12,7 +12,7 @@ use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scr
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{chunk_offset, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec, SPARSE_MIN_RUN};
 use entkv_dsl::*;
 
 /// Score pass: grid (splits, kv heads, batch). Parameters, in order:
@@ -113,7 +113,7 @@ pub fn score_kernel(
         // the GPU's selection counts), so the chunks this (sequence, KV head) actually has
         // are cut into runs here: split s takes chunks [s·r, s·r + r). With
         // r = ⌈have / splits⌉ a short selection spreads over the splits instead of piling
-        // onto the first ones; r never drops below 2 chunks (unless the plan's own runs are
+        // onto the first ones; r never drops below SPARSE_MIN_RUN chunks (unless the plan's own runs are
         // shorter) because a split's later chunks are pruned by the bound of its earlier
         // ones, and one-chunk runs leave many more candidates for the finish pass (on
         // page-coherent keys most splits hold no support at all). r ≤ chunks_per_split, so a
@@ -122,7 +122,7 @@ pub fn score_kernel(
         let planned = splits.i64() * chunks.clone().i64();
         let have = k.let_("have", len_chunks.min(planned).i32());
         let run = (have + (splits.i32() - 1i32)) / splits.i32();
-        let run = k.let_("run", run.max(chunks.clone().min(2i32)));
+        let run = k.let_("run", run.max(chunks.clone().min(SPARSE_MIN_RUN as i32)));
         let c_lo = k.let_("c_lo", (split.i32() * run).i64());
         (
             k.let_("c_first", c_lo * chunk_len as i64),
@@ -132,14 +132,30 @@ pub fn score_kernel(
         // Every sequence of a dense walk is as long as planned or shorter: contiguous splits.
         (k.let_("c_first", split.i64() * split_len), src.len)
     };
+    // The first chunk's pages are looked up before the walk, each later chunk's while the one
+    // before it is scored.
+    let lookahead = staged.as_ref().map(|cp| {
+        let la = src.lookahead(&mut k, cp, tile.threads);
+        k.if_(c_first.lt(c_end), |k| {
+            src.fetch_logical(k, cp, &la, c_first.e());
+            src.fetch_physical(k, cp, &la, c_first.e());
+        });
+        la
+    });
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
         // Uniform: a chunk past this split's run is skipped by every thread.
         k.if_(c0.lt(c_end), |k| {
-            if let Some(cp) = &staged {
-                src.stage(k, cp, c0, tile.threads);
+            let next = k.let_("c_next", c0 + chunk_len as i64);
+            let has_next = k.let_("has_next", next.lt(c_end));
+            if let (Some(cp), Some(la)) = (&staged, &lookahead) {
+                src.stage(k, cp, la);
+                k.if_(has_next, |k| src.fetch_logical(k, cp, la, next.e()));
             }
             let (z, t) = score_chunk(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
+            if let (Some(cp), Some(la)) = (&staged, &lookahead) {
+                k.if_(has_next, |k| src.fetch_physical(k, cp, la, next.e()));
+            }
             let bounds = z.iter().map(|zg| zg.iter().map(|&v| (v, v)).collect()).collect();
             // A staged chunk's candidates look their positions up again when appended (a
             // shared-memory read) rather than keeping every token's in registers.

@@ -186,31 +186,70 @@ impl TokenSource {
         })
     }
 
-    /// Look up the pages of the chunk starting at iteration index `c0` (< `len`). Every
-    /// thread of the block calls this; it synchronises before (the previous chunk's readers
-    /// are done) and after.
-    pub fn stage(&self, k: &mut KernelBuilder, cp: &ChunkPages, c0: Var, threads: u32) {
-        let p = cp.page_size as i64;
-        k.barrier();
-        let tid = k.thread_idx();
-        let first = k.let_("stage_first", c0 / p);
-        k.for_("sp", tid.i32(), cp.pages as i32, threads as i32, |k, i| {
-            let i = k.let_("stage_i", i);
-            let ip = k.let_("stage_ip", first + i.i64());
-            // Pages past the end are never read (a token past it reads its chunk's first page).
-            k.if_((ip * p).lt(self.len), |k| {
-                let sel = self.sel_pages.expect("selection");
-                let lp = k.let_("stage_lp", sel.at(self.sel_row.expect("selection") + ip));
-                let bt = self.block_table.expect("block table");
-                let phys = k.let_(
-                    "stage_phys",
-                    bt.at(self.bt_row.expect("block table row") + lp.i64()),
-                );
-                k.store(cp.phys, i, phys);
-                k.store(cp.logical, i, lp);
-            });
+    /// Registers for [`PageLookahead`]: this thread's share of a chunk's pages.
+    pub fn lookahead(&self, k: &mut KernelBuilder, cp: &ChunkPages, threads: u32) -> PageLookahead {
+        let slots = cp.pages.div_ceil(threads);
+        let mut regs = || (0..slots).map(|_| k.let_typed("la", Scalar::I32, 0)).collect();
+        PageLookahead {
+            logical: regs(),
+            phys: regs(),
+            threads,
+        }
+    }
+
+    /// Issue the loads of the logical pages (`sel_pages`) of the chunk starting at iteration
+    /// index `c0` into `la`. Pages at or past `len` are left as they are (never read).
+    pub fn fetch_logical(&self, k: &mut KernelBuilder, cp: &ChunkPages, la: &PageLookahead, c0: Expr) {
+        let sel = self.sel_pages.expect("selection");
+        let row = self.sel_row.expect("selection");
+        self.each_page(k, cp, la, c0, |k, j, ip| {
+            k.assign(la.logical[j], sel.at(row + ip));
         });
+    }
+
+    /// Issue the block-table loads of the pages [`TokenSource::fetch_logical`] fetched for the
+    /// same `c0`.
+    pub fn fetch_physical(&self, k: &mut KernelBuilder, cp: &ChunkPages, la: &PageLookahead, c0: Expr) {
+        let bt = self.block_table.expect("block table");
+        let row = self.bt_row.expect("block table row");
+        self.each_page(k, cp, la, c0, |k, j, _| {
+            k.assign(la.phys[j], bt.at(row + la.logical[j].i64()));
+        });
+    }
+
+    /// Make the fetched pages the staged chunk. Every thread of the block calls this; it
+    /// synchronises before (the previous chunk's readers are done) and after.
+    pub fn stage(&self, k: &mut KernelBuilder, cp: &ChunkPages, la: &PageLookahead) {
         k.barrier();
+        let tid = k.let_("stage_tid", k.thread_idx());
+        for j in 0..la.logical.len() {
+            let i = k.let_("stage_i", tid + (j as u32 * la.threads));
+            k.if_(i.lt(cp.pages), |k| {
+                k.store(cp.phys, i, la.phys[j]);
+                k.store(cp.logical, i, la.logical[j]);
+            });
+        }
+        k.barrier();
+    }
+
+    /// `f(k, j, ip)` for each page `ip` (i64, an index into the selection) of the chunk at `c0`
+    /// that this thread's slot `j` holds and that lies before `len`.
+    fn each_page(
+        &self,
+        k: &mut KernelBuilder,
+        cp: &ChunkPages,
+        la: &PageLookahead,
+        c0: Expr,
+        f: impl Fn(&mut KernelBuilder, usize, Var),
+    ) {
+        let p = cp.page_size as i64;
+        let tid = k.let_("la_tid", k.thread_idx());
+        let first = k.let_("la_first", c0 / p);
+        for j in 0..la.logical.len() {
+            let i = k.let_("la_i", tid + (j as u32 * la.threads));
+            let ip = k.let_("la_ip", first + i.i64());
+            k.if_(i.lt(cp.pages).and((ip * p).lt(self.len)), |k| f(k, j, ip));
+        }
     }
 
     /// Logical position (i64) of iteration index `c`, `off = c − c0` into the chunk staged at
@@ -229,6 +268,15 @@ impl TokenSource {
         let page = cp.phys.at(cp.index(off)).i64();
         k.let_("row", self.page_row(page, p, c & (p - 1)))
     }
+}
+
+/// The pages of the next chunk, held in registers while the current one is scored: its
+/// `sel_pages` loads are issued when the chunk starts and its block-table loads after the
+/// chunk's K rows arrived, so neither dependent load stalls the next chunk's start.
+pub struct PageLookahead {
+    logical: Vec<Var>,
+    phys: Vec<Var>,
+    threads: u32,
 }
 
 impl ChunkPages {
