@@ -12,7 +12,7 @@ use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scr
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{chunk_offset, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec, SPARSE_MIN_RUN};
+use entkv_abi::{paged_decode_entry_names, DType, DecodeSpec, DenseTile, PagedSpec, SPARSE_MIN_RUN};
 use entkv_dsl::*;
 
 /// Score pass: grid (splits, kv heads, batch). Parameters, in order:
@@ -133,8 +133,14 @@ pub fn score_kernel(
         (k.let_("c_first", split.i64() * split_len), src.len)
     };
     // The first chunk's pages are looked up before the walk, each later chunk's while the one
-    // before it is scored.
-    let lookahead = staged.as_ref().map(|cp| {
+    // before it is scored: f16 keys, one head per group, no ALiBi. Elsewhere the registers
+    // this holds across a chunk cost more than the latency it hides, so those walks look each
+    // chunk's pages up when it starts (611c812's code): with ALiBi or a GQA group the pass
+    // already runs at its register cap (80 or 128) and spilled (d 32 and 64 with ALiBi,
+    // d 128 with G = 2); with bf16 keys ptxas went from 62 to 94 registers at d = 32 (four CTAs
+    // per SM to two). At d = 32, f16, P = 16 it goes from 74 to 60.
+    let ahead = !alibi && spec.group == 1 && spec.kv_dtype == DType::F16;
+    let lookahead = staged.as_ref().filter(|_| ahead).map(|cp| {
         let la = src.lookahead(&mut k, cp, tile.threads);
         k.if_(c_first.lt(c_end), |k| {
             src.fetch_logical(k, cp, &la, c_first.e());
@@ -146,15 +152,21 @@ pub fn score_kernel(
         let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
         // Uniform: a chunk past this split's run is skipped by every thread.
         k.if_(c0.lt(c_end), |k| {
-            let next = k.let_("c_next", c0 + chunk_len as i64);
-            let has_next = k.let_("has_next", next.lt(c_end));
-            if let (Some(cp), Some(la)) = (&staged, &lookahead) {
-                src.stage(k, cp, la);
-                k.if_(has_next, |k| src.fetch_logical(k, cp, la, next.e()));
+            let mut next = None;
+            match (&staged, &lookahead) {
+                (Some(cp), Some(la)) => {
+                    let c_next = k.let_("c_next", c0 + chunk_len as i64);
+                    let has_next = k.let_("has_next", c_next.lt(c_end));
+                    src.stage(k, cp, la);
+                    k.if_(has_next, |k| src.fetch_logical(k, cp, la, c_next.e()));
+                    next = Some((c_next, has_next));
+                }
+                (Some(cp), None) => src.stage_at(k, cp, c0, tile.threads),
+                _ => {}
             }
             let (z, t) = score_chunk(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
-            if let (Some(cp), Some(la)) = (&staged, &lookahead) {
-                k.if_(has_next, |k| src.fetch_physical(k, cp, la, next.e()));
+            if let (Some(cp), Some(la), Some((c_next, has_next))) = (&staged, &lookahead, next) {
+                k.if_(has_next, |k| src.fetch_physical(k, cp, la, c_next.e()));
             }
             let bounds = z.iter().map(|zg| zg.iter().map(|&v| (v, v)).collect()).collect();
             // A staged chunk's candidates look their positions up again when appended (a

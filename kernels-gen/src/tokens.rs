@@ -186,6 +186,33 @@ impl TokenSource {
         })
     }
 
+    /// Look up the pages of the chunk starting at iteration index `c0` (< `len`). Every
+    /// thread of the block calls this; it synchronises before (the previous chunk's readers
+    /// are done) and after.
+    pub fn stage_at(&self, k: &mut KernelBuilder, cp: &ChunkPages, c0: Var, threads: u32) {
+        let p = cp.page_size as i64;
+        k.barrier();
+        let tid = k.thread_idx();
+        let first = k.let_("stage_first", c0 / p);
+        k.for_("sp", tid.i32(), cp.pages as i32, threads as i32, |k, i| {
+            let i = k.let_("stage_i", i);
+            let ip = k.let_("stage_ip", first + i.i64());
+            // Pages past the end are never read (a token past it reads its chunk's first page).
+            k.if_((ip * p).lt(self.len), |k| {
+                let sel = self.sel_pages.expect("selection");
+                let lp = k.let_("stage_lp", sel.at(self.sel_row.expect("selection") + ip));
+                let bt = self.block_table.expect("block table");
+                let phys = k.let_(
+                    "stage_phys",
+                    bt.at(self.bt_row.expect("block table row") + lp.i64()),
+                );
+                k.store(cp.phys, i, phys);
+                k.store(cp.logical, i, lp);
+            });
+        });
+        k.barrier();
+    }
+
     /// Registers for [`PageLookahead`]: this thread's share of a chunk's pages.
     pub fn lookahead(&self, k: &mut KernelBuilder, cp: &ChunkPages, threads: u32) -> PageLookahead {
         let slots = cp.pages.div_ceil(threads);
@@ -217,7 +244,7 @@ impl TokenSource {
         });
     }
 
-    /// Make the fetched pages the staged chunk. Every thread of the block calls this; it
+    /// Make the pages fetched into `la` the staged chunk. Every thread of the block calls this; it
     /// synchronises before (the previous chunk's readers are done) and after.
     pub fn stage(&self, k: &mut KernelBuilder, cp: &ChunkPages, la: &PageLookahead) {
         k.barrier();
