@@ -88,12 +88,13 @@ BENCH_N = [32768, 131072, 1048576]
 # (scripts/bench-gpu.sh times SDPA once, on `paper`).
 SDPA_FROM = {"peaked": "paper"}
 PEAKED_TARGET = "certified-exact, `peaked`, 1M: ≥ 8× faster than SDPA"
+SPLIT = "“Split policy, page lookahead and the top-k floor”"
 CEILING_TBS = 4.28
 PERF_NOTES = {
-    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”",
-    "topk": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes” and “Sparse decode: split runs and staged pages”",
-    "gaussian": "[perf-notes.md](perf-notes.md), “The paged methods at the `paper` shapes” and “Sparse decode: split runs and staged pages”",
-    "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried”",
+    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode” and “Dense entmax decode at 32k: the `auto` target”",
+    "topk": "[perf-notes.md](perf-notes.md), “Sparse decode: split runs and staged pages” and %s" % SPLIT,
+    "gaussian": "[perf-notes.md](perf-notes.md), “Sparse decode: split runs and staged pages” and %s" % SPLIT,
+    "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried” and %s" % SPLIT,
 }
 
 
