@@ -349,5 +349,27 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 1,
         }));
     }
+    // The page lookahead (f16, GQA 1, no ALiBi) with two pages a thread: 64 threads × 32 tokens
+    // span 128 pages of 16, over runs of several chunks.
+    let case = mk(
+        1.5,
+        32,
+        1,
+        16,
+        DType::F16,
+        false,
+        vec![20_000, 3_001],
+        KeyData::Normal,
+    );
+    let tile = DenseTile {
+        tokens_per_group: 32,
+        ..small_tile(&case.spec.decode)
+    };
+    v.push(Box::new(PagedDecodeCheck {
+        case,
+        tile,
+        selection: Selection::Strided(2),
+        sm_count: 1,
+    }));
     v
 }
