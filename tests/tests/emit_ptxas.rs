@@ -9,7 +9,7 @@ use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
 
 /// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
 /// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
-/// group).
+/// group), and two specs at the sparse decode's register cap.
 fn specs() -> Vec<PagedSpec> {
     let mut v = Vec::new();
     for alpha in [1.5, 2.0, 4.0 / 3.0, 1.25] {
@@ -24,6 +24,10 @@ fn specs() -> Vec<PagedSpec> {
     for g in SUPPORTED_GROUPS {
         v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::BF16).unwrap(), 16, true, 8).unwrap());
     }
+    // Where the sparse decode's page lookahead spilled (kernels-gen/src/decode.rs keeps it off
+    // there): ALiBi at d = 64, and GQA 2 at d = 128.
+    v.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 1, DType::BF16).unwrap(), 32, true, 8).unwrap());
+    v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 2, DType::F16).unwrap(), 16, false, 4).unwrap());
     v
 }
 
