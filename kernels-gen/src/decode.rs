@@ -104,8 +104,9 @@ pub fn score_kernel(
         (b * q_heads + h).i64() * splits.i64() + split.i64()
     };
     let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len);
-    // A selection's pages are looked up once per chunk (`TokenSource::stage`); the dense
-    // walk reads its block table per token, which measured faster there at 128k and 1M.
+    // A selection's pages are looked up once per chunk into shared memory
+    // (`TokenSource::stage`, `stage_at`); the dense walk reads its block table per token,
+    // which measured faster there at 128k and 1M.
     let staged = src.chunk_pages(&mut k, chunk_len);
     // Which chunks this split walks: [c_first, c_end) in iteration indices.
     let (c_first, c_end) = if staged.is_some() {
@@ -113,9 +114,9 @@ pub fn score_kernel(
         // the GPU's selection counts), so the chunks this (sequence, KV head) actually has
         // are cut into runs here: split s takes chunks [s·r, s·r + r). With
         // r = ⌈have / splits⌉ a short selection spreads over the splits instead of piling
-        // onto the first ones; r never drops below SPARSE_MIN_RUN chunks (unless the plan's own runs are
-        // shorter) because a split's later chunks are pruned by the bound of its earlier
-        // ones, and one-chunk runs leave many more candidates for the finish pass (on
+        // onto the first ones; r never drops below SPARSE_MIN_RUN chunks (unless the plan's
+        // own runs are shorter) because a split's later chunks are pruned by the bound of its
+        // earlier ones, and one-chunk runs leave many more candidates for the finish pass (on
         // page-coherent keys most splits hold no support at all). r ≤ chunks_per_split, so a
         // run fits its split's workspace.
         let len_chunks = (src.len + (chunk_len as i64 - 1)) / chunk_len as i64;
@@ -135,7 +136,7 @@ pub fn score_kernel(
     // The first chunk's pages are looked up before the walk, each later chunk's while the one
     // before it is scored: f16 keys, one head per group, no ALiBi. Elsewhere the registers
     // this holds across a chunk cost more than the latency it hides, so those walks look each
-    // chunk's pages up when it starts (611c812's code): with ALiBi or a GQA group the pass
+    // chunk's pages up when it starts (`stage_at`): with ALiBi or a GQA group the pass
     // already runs at its register cap (80 or 128) and spilled (d 32 and 64 with ALiBi,
     // d 128 with G = 2); with bf16 keys ptxas went from 62 to 94 registers at d = 32 (four CTAs
     // per SM to two). At d = 32, f16, P = 16 it goes from 74 to 60.
