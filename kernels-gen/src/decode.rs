@@ -105,8 +105,8 @@ pub fn score_kernel(
     };
     let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len);
     // A selection's pages are looked up once per chunk into shared memory
-    // (`TokenSource::stage`, `stage_at`); the dense walk reads its block table per token,
-    // which measured faster there at 128k and 1M.
+    // (`TokenSource::stage`, `stage_at`) when its chunks are page-aligned; the dense walk
+    // reads its block table per token, which measured faster there at 128k and 1M.
     let staged = src.chunk_pages(&mut k, chunk_len);
     // Which chunks this split walks: [c_first, c_end) in iteration indices.
     let (c_first, c_end) = if staged.is_some() {

@@ -349,6 +349,24 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 1,
         }));
     }
+    // BENCH.md's `wide` spec with its default tile: 16 lanes × 3 tokens a lane group make
+    // 48-token chunks over 32-token pages, so chunks start inside pages.
+    let case = mk(
+        1.5,
+        128,
+        4,
+        32,
+        DType::BF16,
+        false,
+        vec![700, 90],
+        KeyData::Normal,
+    );
+    v.push(Box::new(PagedDecodeCheck {
+        tile: DenseTile::default_for(&case.spec.decode),
+        case,
+        selection: Selection::Strided(2),
+        sm_count: 132,
+    }));
     // The page lookahead (f16, GQA 1, no ALiBi) with two pages a thread: 64 threads × 32 tokens
     // span 128 pages of 16, over runs of several chunks.
     let case = mk(

@@ -166,17 +166,22 @@ impl TokenSource {
 pub struct ChunkPages {
     phys: Buf,
     logical: Buf,
-    /// Pages a chunk spans (`chunk_len / P`, at least 1: P and chunk_len are powers of two).
+    /// Pages a chunk spans (`chunk_len / P`, or 1 when the chunk lies inside a page).
     pages: u32,
     page_size: u32,
 }
 
 impl TokenSource {
-    /// Shared memory for [`TokenSource::stage`]: for a selection only (`None` otherwise).
+    /// Shared memory for [`TokenSource::stage`]: for a selection whose chunks cover whole pages
+    /// or lie inside one (`None` otherwise: a chunk of 48 tokens over pages of 32 starts
+    /// inside a page, and its tokens look their pages up one by one).
     pub fn chunk_pages(&self, k: &mut KernelBuilder, chunk_len: u32) -> Option<ChunkPages> {
         let Layout::Selected { page_size } = self.layout else {
             return None;
         };
+        if chunk_len % page_size != 0 && page_size % chunk_len != 0 {
+            return None;
+        }
         let pages = (chunk_len / page_size).max(1);
         Some(ChunkPages {
             phys: k.shared("chunk_phys", Scalar::I32, pages),
