@@ -9,7 +9,7 @@ use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
 
 /// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
 /// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
-/// group), and two specs at the sparse decode's register cap.
+/// group), two specs at the sparse decode's register cap, and the `gqa` and `wide` workloads.
 fn specs() -> Vec<PagedSpec> {
     let mut v = Vec::new();
     for alpha in [1.5, 2.0, 4.0 / 3.0, 1.25] {
@@ -28,6 +28,9 @@ fn specs() -> Vec<PagedSpec> {
     // there): ALiBi at d = 64, and GQA 2 at d = 128.
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 1, DType::BF16).unwrap(), 32, true, 8).unwrap());
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 2, DType::F16).unwrap(), 16, false, 4).unwrap());
+    // BENCH.md's `gqa` and `wide` specs (wide's 48-token chunks do not cover whole pages).
+    v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, false, 8).unwrap());
+    v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 8).unwrap());
     v
 }
 
