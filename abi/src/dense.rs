@@ -451,9 +451,9 @@ mod tests {
         };
         let chunk = tile.chunk_len() as u64;
         let slots = 132 * 3;
-        // Rounds × chunks per split: the time the plan takes in chunk-times.
-        let cost = |p: &DensePlan, groups: u64| p.splits as u64 * groups;
-        let time = |p: &DensePlan, groups: u64| ceil_div(cost(p, groups), slots) * p.chunks_per_split as u64;
+        // Rounds of CTAs × chunks per split: the time the plan takes in chunk-times.
+        let ctas = |p: &DensePlan, groups: u64| p.splits as u64 * groups;
+        let time = |p: &DensePlan, groups: u64| ceil_div(ctas(p, groups), slots) * p.chunks_per_split as u64;
         // Certified-exact at 1M (paper shapes): 2048 chunks, 192 heads.
         let paper = DenseShape {
             batch: 8,

@@ -141,32 +141,33 @@ pub fn score_kernel(
     // d 128 with G = 2); with bf16 keys ptxas went from 62 to 94 registers at d = 32 (four CTAs
     // per SM to two). At d = 32, f16, P = 16 it goes from 74 to 60.
     let ahead = !alibi && spec.group == 1 && spec.kv_dtype == DType::F16;
-    let lookahead = staged.as_ref().filter(|_| ahead).map(|cp| {
-        let la = src.lookahead(&mut k, cp, tile.threads);
+    let lookahead = staged.filter(|_| ahead).map(|cp| {
+        let la = src.lookahead(&mut k, &cp, tile.threads);
         k.if_(c_first.lt(c_end), |k| {
-            src.fetch_logical(k, cp, &la, c_first.e());
-            src.fetch_physical(k, cp, &la, c_first.e());
+            src.fetch_logical(k, &cp, &la, c_first.e());
+            src.fetch_physical(k, &cp, &la, c_first.e());
         });
-        la
+        (cp, la)
     });
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
         // Uniform: a chunk past this split's run is skipped by every thread.
         k.if_(c0.lt(c_end), |k| {
+            // The next chunk, when this walk looks ahead and this is not its run's last.
             let mut next = None;
-            match (&staged, &lookahead) {
-                (Some(cp), Some(la)) => {
+            match (&lookahead, &staged) {
+                (Some((cp, la)), _) => {
                     let c_next = k.let_("c_next", c0 + chunk_len as i64);
                     let has_next = k.let_("has_next", c_next.lt(c_end));
                     src.stage(k, cp, la);
                     k.if_(has_next, |k| src.fetch_logical(k, cp, la, c_next.e()));
                     next = Some((c_next, has_next));
                 }
-                (Some(cp), None) => src.stage_at(k, cp, c0, tile.threads),
-                _ => {}
+                (None, Some(cp)) => src.stage_at(k, cp, c0, tile.threads),
+                (None, None) => {}
             }
             let (z, t) = score_chunk(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
-            if let (Some(cp), Some(la), Some((c_next, has_next))) = (&staged, &lookahead, next) {
+            if let (Some((cp, la)), Some((c_next, has_next))) = (&lookahead, next) {
                 k.if_(has_next, |k| src.fetch_physical(k, cp, la, c_next.e()));
             }
             let bounds = z.iter().map(|zg| zg.iter().map(|&v| (v, v)).collect()).collect();

@@ -193,7 +193,11 @@ impl TokenSource {
 
     /// Look up the pages of the chunk starting at iteration index `c0` (< `len`). Every
     /// thread of the block calls this; it synchronises before (the previous chunk's readers
-    /// are done) and after.
+    /// are done) and after. The same lookup as [`TokenSource::fetch_logical`],
+    /// [`TokenSource::fetch_physical`] and [`TokenSource::stage`] in a row, written as one
+    /// strided loop, as before the lookahead existed: the walks without lookahead keep this
+    /// code, whose registers and spills are known (results/2026-11-30-lookahead/
+    /// ptxas-registers.txt).
     pub fn stage_at(&self, k: &mut KernelBuilder, cp: &ChunkPages, c0: Var, threads: u32) {
         let p = cp.page_size as i64;
         k.barrier();
@@ -249,8 +253,8 @@ impl TokenSource {
         });
     }
 
-    /// Make the pages fetched into `la` the staged chunk. Every thread of the block calls this; it
-    /// synchronises before (the previous chunk's readers are done) and after.
+    /// Make the pages fetched into `la` the staged chunk. Every thread of the block calls
+    /// this; it synchronises before (the previous chunk's readers are done) and after.
     pub fn stage(&self, k: &mut KernelBuilder, cp: &ChunkPages, la: &PageLookahead) {
         k.barrier();
         let tid = k.let_("stage_tid", k.thread_idx());
