@@ -18,6 +18,10 @@ use crate::paged::PagedSpec;
 use crate::spec::{DecodeSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
+/// Rows (head dim × GQA group) from which [`DenseTile::default_for`] trades q registers for
+/// longer chunks (up to G = 4).
+pub const WIDE_ROW_DIMS: u32 = 512;
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -45,13 +49,15 @@ pub struct DenseTile {
 
 impl DenseTile {
     pub fn default_for(spec: &DecodeSpec) -> DenseTile {
+        let dg = spec.head_dim * spec.group;
+        if dg >= WIDE_ROW_DIMS && spec.group <= 4 {
+            return DenseTile::default_wide(spec);
+        }
         // One lane per token (four independent 16-byte loads per row, no shuffles) measured
         // fastest on the H200 for d = 32 (results/2026-11-29-dense-variants). Larger heads and
         // GQA groups split the row over more lanes so the group's q slices (d·G/lanes floats)
         // stay near 32 registers, keeping at least 8 dimensions (one 16-byte f16 load) a lane.
-        let lanes_per_token = (spec.head_dim * spec.group / 32)
-            .next_power_of_two()
-            .clamp(1, (spec.head_dim / 8).max(1));
+        let lanes_per_token = (dg / 32).next_power_of_two().clamp(1, (spec.head_dim / 8).max(1));
         DenseTile {
             threads: 256,
             lanes_per_token,
@@ -75,6 +81,26 @@ impl DenseTile {
         }
     }
 
+    /// Rows of d·G ≥ [`WIDE_ROW_DIMS`] with G ≤ 4 (that is d = 128, G = 4: the `wide`
+    /// workload; at G = 8 this layout spills, local ptxas 12.9). Keeping q slices
+    /// near 32 registers there means 16 lanes a token and 48-token chunks, so the per-chunk
+    /// reductions and barriers dominate (255 µs a step at 8k). The tuner's best on the H200
+    /// (results/2026-11-30-wide) holds 128 q floats a lane instead (d·G/128 lanes a token,
+    /// ~210 registers) in 128-thread CTAs with six tokens a lane group: 192-token chunks,
+    /// 108 µs at 8k and 2.3× faster at 1M.
+    fn default_wide(spec: &DecodeSpec) -> DenseTile {
+        DenseTile {
+            threads: 128,
+            lanes_per_token: (spec.head_dim * spec.group / 128).clamp(1, (spec.head_dim / 8).max(1)),
+            tokens_per_group: 6,
+            newton_steps: 4,
+            score_min_blocks: 0,
+            ctas_per_sm: 3,
+            finish_threads: 256,
+            finish_capacity: 4096,
+        }
+    }
+
     /// The certified decode's tile. Its score pass keeps per token and head the raw sketch
     /// words and its bounds, so rows are split over lanes like the dense pass (≥ 8 dimensions
     /// each: one 4-bit sketch word). It is bound by the per-chunk round trips and barriers, not
@@ -87,14 +113,24 @@ impl DenseTile {
         let spec = &paged.decode;
         // Four CTAs per SM (≤ 128 registers) where that allocates without spilling.
         let four = spec.head_dim * spec.group <= 32 && !paged.alibi;
+        // Wide rows as in `default_for`: 16 lanes × 2 tokens make 32-token chunks. The tuner at
+        // d = 128, G = 4 (results/2026-11-30-wide, 8k) favours 64-token chunks: 8 lanes × 4
+        // tokens 200 µs, 16 × 2 480 µs (2 × 1 and 4 × 2 were 181 and 191 µs but spill at
+        // P = 64 with 4-bit sketches, local ptxas 12.9).
+        let wide = spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4;
         DenseTile {
             threads: 128,
-            lanes_per_token: (spec.head_dim * spec.group / 32)
-                .next_power_of_two()
-                .clamp(1, (spec.head_dim / 8).max(1)),
+            lanes_per_token: if wide {
+                spec.head_dim * spec.group / 64
+            } else {
+                (spec.head_dim * spec.group / 32)
+                    .next_power_of_two()
+                    .clamp(1, (spec.head_dim / 8).max(1))
+            },
             // Four tokens a lane group: each holds its sketch words while the page terms load
             // (d·bits/32 registers per token); eight spill at 128 registers.
             tokens_per_group: match spec.group {
+                _ if wide => 4,
                 1..=3 => 4,
                 4 => 2,
                 _ => 1,

@@ -349,8 +349,10 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 1,
         }));
     }
-    // BENCH.md's `wide` spec with its default tile: 16 lanes × 3 tokens a lane group make
-    // 48-token chunks over 32-token pages, so chunks start inside pages.
+    // BENCH.md's `wide` spec, with its default tile (six tokens × 32 lane groups: 192-token
+    // chunks, whole pages) and with 16 lanes × 3 tokens a lane group: 48-token chunks over
+    // 32-token pages, so chunks start inside pages (the default before 2026-11-30, whose
+    // staging bug the GPU found).
     let case = mk(
         1.5,
         128,
@@ -361,12 +363,21 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         vec![700, 90],
         KeyData::Normal,
     );
-    v.push(Box::new(PagedDecodeCheck {
-        tile: DenseTile::default_for(&case.spec.decode),
-        case,
-        selection: Selection::Strided(2),
-        sm_count: 132,
-    }));
+    let wide = DenseTile::default_for(&case.spec.decode);
+    let unaligned = DenseTile {
+        threads: 256,
+        lanes_per_token: 16,
+        tokens_per_group: 3,
+        ..wide
+    };
+    for tile in [wide, unaligned] {
+        v.push(Box::new(PagedDecodeCheck {
+            tile,
+            case: case.clone(),
+            selection: Selection::Strided(2),
+            sm_count: 132,
+        }));
+    }
     // The page lookahead (f16, GQA 1, no ALiBi) with two pages a thread: 64 threads × 32 tokens
     // span 128 pages of 16, over runs of several chunks.
     let case = mk(
