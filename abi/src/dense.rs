@@ -87,13 +87,17 @@ impl DenseTile {
     /// reductions and barriers dominate (255 µs a step at 8k). The tuner's best on the H200
     /// (results/2026-11-30-wide) holds 128 q floats a lane instead (d·G/128 lanes a token,
     /// ~210 registers) in 128-thread CTAs with six tokens a lane group: 192-token chunks,
-    /// 108 µs at 8k and 2.3× faster at 1M.
+    /// 108 µs at 8k and 2.3× faster at 1M; one Newton step a chunk then 1.7× faster again
+    /// (results/2026-11-30-wide).
     fn default_wide(spec: &DecodeSpec) -> DenseTile {
         DenseTile {
             threads: 128,
             lanes_per_token: (spec.head_dim * spec.group / 128).clamp(1, (spec.head_dim / 8).max(1)),
             tokens_per_group: 6,
-            newton_steps: 4,
+            // With 4 heads a chunk of 192 tokens, each Newton step (a sweep of 4 segments and a
+            // block reduction) costs more than the looser bound it saves: one step measured
+            // 1.3× (32k) and 1.7× (1M) faster than four.
+            newton_steps: 1,
             score_min_blocks: 0,
             ctas_per_sm: 3,
             finish_threads: 256,
@@ -114,9 +118,9 @@ impl DenseTile {
         // Four CTAs per SM (≤ 128 registers) where that allocates without spilling.
         let four = spec.head_dim * spec.group <= 32 && !paged.alibi;
         // Wide rows as in `default_for`: 16 lanes × 2 tokens make 32-token chunks. The tuner at
-        // d = 128, G = 4 (results/2026-11-30-wide, 8k) favours 64-token chunks: 8 lanes × 4
-        // tokens 200 µs, 16 × 2 480 µs (2 × 1 and 4 × 2 were 181 and 191 µs but spill at
-        // P = 64 with 4-bit sketches, local ptxas 12.9).
+        // d = 128, G = 4 (results/2026-11-30-wide) favours 64-token chunks: 8 lanes × 4 tokens
+        // 200 µs at 8k, 16 × 2 480 µs (2 × 1, 4 × 2 and 8 × 8 were faster but spill at P = 64,
+        // local ptxas 12.9), and one Newton step: 15.4 → 12.3 ms at 1M.
         let wide = spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4;
         DenseTile {
             threads: 128,
@@ -135,7 +139,7 @@ impl DenseTile {
                 4 => 2,
                 _ => 1,
             },
-            newton_steps: 2,
+            newton_steps: if wide { 1 } else { 2 },
             // The pass is latency-bound, so resident warps matter most (results/
             // 2026-11-29-certified-dp4a: 2, 3, 4 CTAs per SM → 5.0, 3.95, 3.42 ms at 1M). The
             // occupancy floor also keeps ptxas (and the driver's JIT) from capping registers into
