@@ -205,7 +205,17 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         mk(2.0, 32, 1, 16, 4, DType::F16, false, vec![700], KeyData::Extreme),
         mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
         // BENCH.md's `wide` spec: its default tile is the wide-row one (8 lanes × 4 tokens).
-        mk(1.5, 128, 4, 32, 8, DType::BF16, false, vec![700, 90], KeyData::Normal),
+        mk(
+            1.5,
+            128,
+            4,
+            32,
+            8,
+            DType::BF16,
+            false,
+            vec![700, 90],
+            KeyData::Normal,
+        ),
     ];
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
     for case in cases {
