@@ -121,15 +121,28 @@ impl<'a> Stream<'a> {
         }
         // Append the tokens whose upper bound clears the bound, in thread order.
         let added = k.let_typed("added", Scalar::I32, 0);
+        let keeps: Vec<Vec<Expr>> = self
+            .segs
+            .iter()
+            .zip(&chunk.bounds)
+            .map(|(s, bounds)| {
+                bounds
+                    .iter()
+                    .map(|(_, ub)| chunk.owner.and(ub.gt(s.lo)))
+                    .collect()
+            })
+            .collect();
+        let counts: Vec<Expr> = keeps
+            .iter()
+            .map(|keep| {
+                keep.iter()
+                    .fold(i32c(0), |c, kp| c + select(kp.clone(), 1i32, 0i32))
+            })
+            .collect();
+        let offsets = self.scan_counts(k, &counts);
         for (g, s) in self.segs.iter().enumerate() {
-            let keep: Vec<Expr> = chunk.bounds[g]
-                .iter()
-                .map(|(_, ub)| chunk.owner.and(ub.gt(s.lo)))
-                .collect();
-            let count = keep
-                .iter()
-                .fold(i32c(0), |c, kp| c + select(kp.clone(), 1i32, 0i32));
-            let (excl, total) = k.block_exclusive_scan(count, self.scan);
+            let keep = &keeps[g];
+            let (excl, total) = offsets[g];
             let pos = k.let_("pos", s.base + (s.count + excl).i64());
             for (r, (kp, (lb, ub))) in keep.iter().zip(&chunk.bounds[g]).enumerate() {
                 let bufs = self.bufs;
@@ -156,6 +169,37 @@ impl<'a> Stream<'a> {
                 k.if_(s.count.gt(self.tile.threads as i32), |k| self.prune(k, s));
             }
         });
+    }
+
+    /// Every head's `(exclusive offset, block total)` of its per-thread `counts`. Two heads
+    /// share one block scan (16-bit halves of an i32: a head appends at most `chunk_len`
+    /// tokens a chunk), halving the scans' barriers for a GQA group.
+    fn scan_counts(&self, k: &mut KernelBuilder, counts: &[Expr]) -> Vec<(Var, Var)> {
+        if self.tile.chunk_len() >= 1 << 15 {
+            return counts
+                .iter()
+                .map(|c| k.block_exclusive_scan(c.clone(), self.scan))
+                .collect();
+        }
+        let mut out = Vec::new();
+        for pair in counts.chunks(2) {
+            match pair {
+                [a, b] => {
+                    let (excl, total) = k.block_exclusive_scan(a.clone() + b.clone() * 65536i32, self.scan);
+                    out.push((
+                        k.let_("excl_lo", excl & 0xFFFFi32),
+                        k.let_("total_lo", total & 0xFFFFi32),
+                    ));
+                    out.push((
+                        k.let_("excl_hi", excl >> 16i32),
+                        k.let_("total_hi", total >> 16i32),
+                    ));
+                }
+                [a] => out.push(k.block_exclusive_scan(a.clone(), self.scan)),
+                _ => unreachable!("chunks of two"),
+            }
+        }
+        out
     }
 
     /// One bracketed Newton step of every head's bound.
