@@ -22,6 +22,12 @@ use serde::{Deserialize, Serialize};
 /// longer chunks (up to G = 4).
 pub const WIDE_ROW_DIMS: u32 = 512;
 
+/// Whether the default tiles treat `spec` as a wide row (d·G ≥ [`WIDE_ROW_DIMS`], G ≤ 4: at
+/// G = 8 holding 128 q floats a lane spills).
+fn wide_row(spec: &DecodeSpec) -> bool {
+    spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4
+}
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -49,10 +55,10 @@ pub struct DenseTile {
 
 impl DenseTile {
     pub fn default_for(spec: &DecodeSpec) -> DenseTile {
-        let dg = spec.head_dim * spec.group;
-        if dg >= WIDE_ROW_DIMS && spec.group <= 4 {
+        if wide_row(spec) {
             return DenseTile::default_wide(spec);
         }
+        let dg = spec.head_dim * spec.group;
         // One lane per token (four independent 16-byte loads per row, no shuffles) measured
         // fastest on the H200 for d = 32 (results/2026-11-29-dense-variants). Larger heads and
         // GQA groups split the row over more lanes so the group's q slices (d·G/lanes floats)
@@ -121,7 +127,7 @@ impl DenseTile {
         // d = 128, G = 4 (results/2026-11-30-wide) favours 64-token chunks: 8 lanes × 4 tokens
         // 200 µs at 8k, 16 × 2 480 µs (2 × 1, 4 × 2 and 8 × 8 were faster but spill at P = 64,
         // local ptxas 12.9), and one Newton step: 15.4 → 12.3 ms at 1M.
-        let wide = spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4;
+        let wide = wide_row(spec);
         DenseTile {
             threads: 128,
             lanes_per_token: if wide {

@@ -28,7 +28,7 @@ fn specs() -> Vec<PagedSpec> {
     // there): ALiBi at d = 64, and GQA 2 at d = 128.
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 1, DType::BF16).unwrap(), 32, true, 8).unwrap());
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 2, DType::F16).unwrap(), 16, false, 4).unwrap());
-    // BENCH.md's `gqa` and `wide` specs (wide's 48-token chunks do not cover whole pages).
+    // BENCH.md's `gqa` and `wide` specs (wide at its wide-row default tiles).
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, false, 8).unwrap());
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 8).unwrap());
     v
