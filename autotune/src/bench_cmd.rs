@@ -39,7 +39,7 @@ pub const SWEEP_N: [u64; 9] = [
 ];
 
 /// `entkv bench --bundle PATH [--workload W] [--n N,… | --sweep] [--methods M,…] [--iters I]
-/// [--no-defaults] [--no-programmatic-launch] [--check-samples S] [--out F]`.
+/// [--no-defaults] [--check-samples S] [--out F]`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Bundle directory or .entkvb file; it must hold the workload's spec.
@@ -73,10 +73,6 @@ pub struct BenchArgs {
     /// Untimed runs per variant first.
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
-    /// Launch every kernel the ordinary way, not with programmatic stream serialization
-    /// (`entkv_runtime::Gpu::set_programmatic_launch`), for an A/B of the two.
-    #[arg(long)]
-    pub no_programmatic_launch: bool,
     /// Write the results as JSON here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -513,9 +509,6 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
         bail!("`entkv bench` times the bundle on the GPU, and there is no usable GPU: {reason}");
     }
     let gpu = Gpu::open(0).context("opening GPU 0")?;
-    if args.no_programmatic_launch {
-        gpu.set_programmatic_launch(false);
-    }
     let environment = Environment::detect(Some(&gpu), commit);
     let modules = ModuleCache::new();
     let mut kernels = Kernels::new(&gpu);

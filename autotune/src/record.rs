@@ -14,10 +14,6 @@ pub struct Environment {
     pub driver: String,
     pub llvm: String,
     pub entkv_version: String,
-    /// Whether kernels were launched with programmatic stream serialization
-    /// (`entkv_runtime::Gpu::programmatic_launch`); false without a GPU.
-    #[serde(default)]
-    pub programmatic_launch: bool,
 }
 
 impl Environment {
@@ -33,7 +29,6 @@ impl Environment {
                 .unwrap_or_else(|| "none".into()),
             llvm: entkv_codegen::llvm_version(),
             entkv_version: env!("CARGO_PKG_VERSION").to_string(),
-            programmatic_launch: gpu.is_some_and(|g| g.programmatic_launch()),
         }
     }
 }

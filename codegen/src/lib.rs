@@ -46,16 +46,6 @@ pub struct Target {
     pub ptx_version: u32,
 }
 
-impl Target {
-    /// Whether kernels for this target start with
-    /// [`nvptx_compat::GRID_DEPENDENCY_PROLOGUE`] (programmatic dependent launch: sm_90+ and
-    /// PTX 7.8+).
-    pub fn grid_dependency(&self) -> bool {
-        self.sm >= nvptx_compat::MIN_SM_GRID_DEPENDENCY
-            && self.ptx_version >= nvptx_compat::MIN_PTX_GRID_DEPENDENCY
-    }
-}
-
 impl Default for Target {
     fn default() -> Self {
         Target {
@@ -263,9 +253,8 @@ pub fn compile_module_with(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
 
-    let grid_dependency = target.grid_dependency();
     for k in kernels {
-        lower::lower_kernel(&ctx, &module, k, grid_dependency)?;
+        lower::lower_kernel(&ctx, &module, k)?;
     }
     let print = |keep: bool| keep.then(|| module.print_to_string().to_string());
     let llvm_ir_unoptimized = print(options.keep_llvm_ir);

@@ -50,18 +50,9 @@ type R<T> = Result<T, CodegenError>;
 const GLOBAL: u16 = 1;
 const SHARED: u16 = 3;
 
-/// Lower `k` (already validated) into a new kernel function of `module`; with
-/// `grid_dependency` the body starts with [`compat::GRID_DEPENDENCY_PROLOGUE`].
-pub fn lower_kernel<'ctx>(
-    ctx: &'ctx Context,
-    module: &Module<'ctx>,
-    k: &Kernel,
-    grid_dependency: bool,
-) -> R<FunctionValue<'ctx>> {
+/// Lower `k` (already validated) into a new kernel function of `module`.
+pub fn lower_kernel<'ctx>(ctx: &'ctx Context, module: &Module<'ctx>, k: &Kernel) -> R<FunctionValue<'ctx>> {
     let mut l = Lower::new(ctx, module, k)?;
-    if grid_dependency {
-        compat::build_grid_dependency_prologue(ctx, &l.b)?;
-    }
     l.block(&k.body)?;
     l.b.build_return(None)?;
     Ok(l.f)

@@ -17,7 +17,6 @@
 //! | 32-bit shared pointers       | `-nvptx-short-ptr` (process-wide option)             | same option, re-check |
 //! | 16-bit vector loads          | loaded as 32-bit words (v4bf16 load is split in 19)  | re-check |
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
-//! | grid dependency control      | inline PTX `griddepcontrol.*` (no intrinsic in 19)   | `llvm.nvvm.griddepcontrol.{wait,launch.dependents}` (LLVM 20+) |
 //! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
 //! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
 //!
@@ -333,40 +332,6 @@ pub fn dp4a<'ctx>(
     call.try_as_basic_value()
         .basic()
         .ok_or_else(|| CodegenError::Builder("dp4a returned void".into()))
-}
-
-/// Programmatic dependent launch (sm_90+, PTX ISA 7.8+): a kernel launched with the driver's
-/// programmatic stream serialization may start while the previous kernel in its stream is still
-/// running. `griddepcontrol.wait` blocks until that kernel has completed and its writes are
-/// visible; it is a no-op for a kernel launched the ordinary way.
-pub const MIN_SM_GRID_DEPENDENCY: u32 = 90;
-pub const MIN_PTX_GRID_DEPENDENCY: u32 = 78;
-
-/// The PTX every kernel starts with on targets that have it (see [`MIN_SM_GRID_DEPENDENCY`]):
-/// wait for the grid this one depends on, then allow the next grid in the stream to launch.
-/// Waiting first keeps at most two grids resident at once; the next grid's CTAs take only the
-/// slots this grid has left, since the trigger fires once every CTA of this grid has run it.
-/// The runtime reads this text in a module to decide how it may launch the kernel.
-pub const GRID_DEPENDENCY_PROLOGUE: &str = "griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;";
-
-/// Emit [`GRID_DEPENDENCY_PROLOGUE`] as inline PTX with side effects and a memory clobber, so
-/// LLVM moves no memory access above it.
-pub fn build_grid_dependency_prologue<'ctx>(
-    ctx: &'ctx Context,
-    builder: &Builder<'ctx>,
-) -> Result<(), CodegenError> {
-    let fn_ty = ctx.void_type().fn_type(&[], false);
-    let asm = ctx.create_inline_asm(
-        fn_ty,
-        GRID_DEPENDENCY_PROLOGUE.to_string(),
-        "~{memory}".to_string(),
-        true,
-        false,
-        None,
-        false,
-    );
-    builder.build_indirect_call(fn_ty, asm, &[], "")?;
-    Ok(())
 }
 
 /// Emit `__syncthreads()`.

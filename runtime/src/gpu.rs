@@ -1,7 +1,6 @@
 //! Device discovery, the [`Gpu`] handle and [`DeviceInfo`].
 
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdevice_attribute_enum as Attr};
@@ -54,9 +53,6 @@ pub(crate) struct GpuShared {
     /// Stream created (and owned) by us, non-blocking.
     stream: sys::CUstream,
     pub(crate) info: DeviceInfo,
-    /// Launch kernels that wait for their grid dependency ([`crate::Function::waits_for_grid_dependency`])
-    /// with programmatic stream serialization (see [`Gpu::set_programmatic_launch`]).
-    pub(crate) programmatic_launch: AtomicBool,
 }
 
 // SAFETY: the raw stream handle is only used through driver calls, which are thread-safe; the
@@ -156,13 +152,11 @@ impl Gpu {
         let stream =
             result::stream::create(result::stream::StreamKind::NonBlocking).map_err(drv("cuStreamCreate"))?;
         drop(guard);
-        let programmatic = info.compute_capability.0 >= 9;
         Ok(Gpu {
             shared: Arc::new(GpuShared {
                 ctx: ManuallyDrop::new(ctx),
                 stream,
                 info,
-                programmatic_launch: AtomicBool::new(programmatic),
             }),
         })
     }
@@ -170,23 +164,6 @@ impl Gpu {
     /// Device information read at open time.
     pub fn info(&self) -> &DeviceInfo {
         &self.shared.info
-    }
-
-    /// Whether [`crate::launch`] starts a kernel that waits for its grid dependency before it
-    /// touches memory (every kernel entkv generates for sm_90) with programmatic stream
-    /// serialization: the kernel may then launch while the previous kernel in the stream
-    /// finishes, and its `griddepcontrol.wait` holds it until that kernel's writes are
-    /// visible. Same results, less time between dependent kernels. On by default on sm_90+
-    /// (the only devices that have it); off, every launch is an ordinary `cuLaunchKernel`.
-    pub fn programmatic_launch(&self) -> bool {
-        self.shared.programmatic_launch.load(Ordering::Relaxed)
-    }
-
-    /// Turns programmatic launches on or off (for A/B timing, or an engine that wants strict
-    /// stream order). Turning them on is ignored below sm_90.
-    pub fn set_programmatic_launch(&self, on: bool) {
-        let on = on && self.shared.info.compute_capability.0 >= 9;
-        self.shared.programmatic_launch.store(on, Ordering::Relaxed);
     }
 
     /// Device ordinal.

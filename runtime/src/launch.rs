@@ -8,7 +8,6 @@
 //! so a launch is safe to record into a CUDA graph.
 
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 
 use cudarc::driver::{result, sys};
 
@@ -260,59 +259,22 @@ pub unsafe fn launch(
     for (slot, arg) in params.iter_mut().zip(args) {
         *slot = arg.param_ptr();
     }
-    let gpu = &f.shared.module.gpu;
-    let _guard = CtxGuard::bind(gpu.cu_ctx())?;
-    let programmatic = f.shared.waits_for_grid_dependency && gpu.programmatic_launch.load(Ordering::Relaxed);
-    let result = if programmatic {
-        // The kernel waits for its grid dependency before touching memory, so it may start
-        // while the previous kernel in the stream finishes (`crate::Gpu::set_programmatic_launch`).
-        let mut attr = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value: sys::CUlaunchAttributeValue {
-                programmaticStreamSerializationAllowed: 1,
-            },
-        };
-        let config = sys::CUlaunchConfig {
-            gridDimX: geom.grid[0],
-            gridDimY: geom.grid[1],
-            gridDimZ: geom.grid[2],
-            blockDimX: geom.block,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: geom.shared_bytes,
-            hStream: stream.0,
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
-        // SAFETY: as below; `config` and `attr` live on this stack frame for the call (the
-        // driver copies them).
-        unsafe {
-            sys::cuLaunchKernelEx(
-                &config,
-                f.shared.cu_function,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        }
-        .result()
-    } else {
-        // SAFETY: the function handle is live (we hold its module); geometry and argument count
-        // were validated; `params[..n]` points at `args`, which outlives this call (the driver
-        // copies parameter values before `cuLaunchKernel` returns); the caller guarantees the
-        // stream, argument types and pointers (see `# Safety`).
-        unsafe {
-            result::launch_kernel(
-                f.shared.cu_function,
-                (geom.grid[0], geom.grid[1], geom.grid[2]),
-                (geom.block, 1, 1),
-                geom.shared_bytes,
-                stream.0,
-                &mut params[..args.len()],
-            )
-        }
-    };
-    result.map_err(|source| RuntimeError::Launch {
+    let _guard = CtxGuard::bind(f.shared.module.gpu.cu_ctx())?;
+    // SAFETY: the function handle is live (we hold its module); geometry and argument count
+    // were validated; `params[..n]` points at `args`, which outlives this call (the driver
+    // copies parameter values before `cuLaunchKernel` returns); the caller guarantees the
+    // stream, argument types and pointers (see `# Safety`).
+    unsafe {
+        result::launch_kernel(
+            f.shared.cu_function,
+            (geom.grid[0], geom.grid[1], geom.grid[2]),
+            (geom.block, 1, 1),
+            geom.shared_bytes,
+            stream.0,
+            &mut params[..args.len()],
+        )
+    }
+    .map_err(|source| RuntimeError::Launch {
         kernel: f.name().to_string(),
         source,
     })

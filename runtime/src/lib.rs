@@ -58,7 +58,7 @@ pub use error::{Result, RuntimeError};
 pub use gpu::{device_count, driver_library_present, gpu_unavailable_reason, DeviceInfo, Gpu};
 pub use launch::{launch, KernelArg, LaunchGeometry, RawStream, MAX_KERNEL_ARGS};
 pub use memory::{DeviceBuffer, DeviceCopy};
-pub use module::{waiting_entries, Function, FunctionAttrs, Module, ParamInfo, GRID_DEPENDENCY_WAIT};
+pub use module::{Function, FunctionAttrs, Module, ParamInfo};
 pub use timer::GpuTimer;
 
 /// Re-export of the cudarc version this crate is built against, so engines can name

@@ -17,8 +17,6 @@ pub(crate) struct ModuleShared {
     pub(crate) gpu: Arc<GpuShared>,
     cu_module: sys::CUmodule,
     info_log: String,
-    /// Entries whose first memory access comes after `griddepcontrol.wait` ([`waiting_entries`]).
-    waiting_entries: Vec<String>,
 }
 
 // SAFETY: module handles may be used from any thread; driver calls are thread-safe.
@@ -98,7 +96,6 @@ impl Gpu {
                     gpu: self.shared.clone(),
                     cu_module,
                     info_log: log_text(&info_log),
-                    waiting_entries: waiting_entries(ptx),
                 }),
             }),
             Err(e) => Err(RuntimeError::ModuleLoad {
@@ -108,83 +105,6 @@ impl Gpu {
             }),
         }
     }
-}
-
-/// The PTX instruction that holds a kernel until the grid it depends on has completed and its
-/// writes are visible (programmatic dependent launch, sm_90+).
-pub const GRID_DEPENDENCY_WAIT: &str = "griddepcontrol.wait";
-
-/// The `.entry` names of `ptx` whose body executes [`GRID_DEPENDENCY_WAIT`] before any
-/// instruction that may touch global, shared or local memory (a load other than `ld.param`, a
-/// store, an atomic or reduction, a copy or prefetch) and before any branch, call or return:
-/// only these may be launched before the previous kernel has finished. A kernel written without
-/// it (another code generator, an older bundle) is launched the ordinary way.
-pub fn waiting_entries(ptx: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut entry: Option<String> = None;
-    let mut decided = false;
-    for line in ptx.lines() {
-        let t = line.trim();
-        if let Some(rest) = t
-            .strip_prefix(".visible .entry ")
-            .or_else(|| t.strip_prefix(".entry "))
-        {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-                .collect();
-            entry = Some(name);
-            decided = false;
-            continue;
-        }
-        let Some(name) = entry.as_ref() else { continue };
-        if decided {
-            continue;
-        }
-        // A predicated instruction (`@%p1 ld.global…`): look at the instruction after the guard.
-        let op = match t.strip_prefix('@') {
-            Some(guarded) => guarded
-                .split_once(char::is_whitespace)
-                .map_or("", |(_, i)| i.trim_start()),
-            None => t,
-        };
-        if op.starts_with(GRID_DEPENDENCY_WAIT) {
-            out.push(name.clone());
-            decided = true;
-        } else if touches_memory(op) {
-            decided = true;
-        }
-    }
-    out
-}
-
-/// Whether a PTX instruction may access memory other than the kernel's parameters, or leave
-/// the straight line (a branch could skip the wait).
-fn touches_memory(op: &str) -> bool {
-    let mnemonic = op
-        .split(|c: char| c.is_whitespace() || c == ';')
-        .next()
-        .unwrap_or("");
-    let family = mnemonic.split('.').next().unwrap_or("");
-    (family == "ld" && !mnemonic.starts_with("ld.param"))
-        || [
-            "st",
-            "atom",
-            "red",
-            "cp",
-            "prefetch",
-            "prefetchu",
-            "ldu",
-            "tex",
-            "suld",
-            "sust",
-            "call",
-            "bra",
-            "brx",
-            "ret",
-            "exit",
-        ]
-        .contains(&family)
 }
 
 /// Text up to the first NUL of a driver-filled log buffer.
@@ -240,7 +160,6 @@ impl Module {
                 attrs,
                 params,
                 max_dynamic_shared: AtomicU32::new(max_dynamic_shared),
-                waits_for_grid_dependency: self.shared.waiting_entries.iter().any(|e| e == name),
             }),
         })
     }
@@ -282,7 +201,6 @@ pub(crate) struct FunctionShared {
     pub(crate) attrs: FunctionAttrs,
     pub(crate) params: Option<Vec<ParamInfo>>,
     pub(crate) max_dynamic_shared: AtomicU32,
-    pub(crate) waits_for_grid_dependency: bool,
 }
 
 // SAFETY: function handles may be used from any thread; driver calls are thread-safe.
@@ -310,13 +228,6 @@ impl Function {
     /// The kernel's entry name.
     pub fn name(&self) -> &str {
         &self.shared.name
-    }
-
-    /// Whether the kernel runs [`GRID_DEPENDENCY_WAIT`] before it touches memory
-    /// ([`waiting_entries`]), so that [`crate::launch`] may start it programmatically (see
-    /// [`crate::Gpu::set_programmatic_launch`]).
-    pub fn waits_for_grid_dependency(&self) -> bool {
-        self.shared.waits_for_grid_dependency
     }
 
     /// Registers, spills, shared memory, limits (read once when the function was looked up).
@@ -429,79 +340,4 @@ fn query_params(f: sys::CUfunction) -> Option<Vec<ParamInfo>> {
         && params.iter().all(|p| p.size > 0)
         && params.windows(2).all(|w| w[1].offset >= w[0].offset + w[0].size);
     consistent.then_some(params)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PTX: &str = "
-.version 8.0
-.target sm_90
-.visible .entry waits(
-	.param .u64 waits_param_0
-)
-{
-	.reg .b32 	%r<4>;
-	ld.param.u64 	%rd1, [waits_param_0];
-	// begin inline asm
-	griddepcontrol.wait;
-	griddepcontrol.launch_dependents;
-	// end inline asm
-	ld.global.u32 	%r1, [%rd1];
-	ret;
-}
-.visible .entry loads_first(
-	.param .u64 loads_first_param_0
-)
-{
-	ld.param.u64 	%rd1, [loads_first_param_0];
-	@%p1 ld.global.u32 	%r1, [%rd1];
-	griddepcontrol.wait;
-	ret;
-}
-.visible .entry branches_first()
-{
-	@%p1 bra 	$L__BB2_2;
-	griddepcontrol.wait;
-$L__BB2_2:
-	st.global.u32 	[%rd1], %r1;
-	ret;
-}
-.visible .entry never_waits()
-{
-	mov.u32 	%r1, %tid.x;
-	ret;
-}
-";
-
-    #[test]
-    fn only_entries_that_wait_before_touching_memory_wait() {
-        assert_eq!(waiting_entries(PTX), vec!["waits".to_string()]);
-        assert!(waiting_entries("").is_empty());
-    }
-
-    #[test]
-    fn memory_and_control_instructions() {
-        for op in [
-            "ld.global.nc.v4.u32 {%r1}, [%rd1];",
-            "ld.shared.f32 %f1, [%r2];",
-            "st.shared.u32 [%r1], %r2;",
-            "atom.global.add.u32 %r1, [%rd1], 1;",
-            "red.shared.add.u32 [%r1], %r2;",
-            "cp.async.ca.shared.global [%r1], [%rd1], 16;",
-            "bra.uni $L__BB0_1;",
-            "ret;",
-        ] {
-            assert!(touches_memory(op), "{op}");
-        }
-        for op in [
-            "ld.param.u64 %rd1, [p];",
-            "mov.u32 %r1, %tid.x;",
-            "griddepcontrol.wait;",
-            "ldmatrix",
-        ] {
-            assert!(!touches_memory(op), "{op}");
-        }
-    }
 }

@@ -22,9 +22,7 @@ use entkv_runtime::{
 /// - `mix(u64* out, s32 a, u32 b, s64 c, u64 d, f32 e)`: echoes every argument kind;
 /// - `limited(u32* out)`: `.maxntid 128`, 1 KiB static shared, `out[tid] = tid`;
 /// - `dyn_shared(u32* out, u32 shared_bytes)`: `out[tid] = tid + 1` staged through the end of
-///   the dynamic shared memory;
-/// - `chain_step(u32* x, u32 n, u64 spin)`: `x[i] += 1` with a spin between read and write,
-///   after `griddepcontrol.wait` (a programmatic launch); `chain_step_nowait` without it.
+///   the dynamic shared memory.
 const PTX: &str = r#".version 8.0
 .target sm_90
 .address_size 64
@@ -151,80 +149,6 @@ $L_done:
     st.global.u32 [%rd5], %r7;
     ret;
 }
-// chain_step(u32* x, u32 n, u64 spin_cycles): x[i] += 1 after a read, a spin of `spin_cycles`
-// clocks and a write, so an increment that started before the previous launch finished would be
-// lost. Waits for its grid dependency first (programmatic launch); chain_step_nowait does not.
-.visible .entry chain_step(
-    .param .u64 chain_step_x,
-    .param .u32 chain_step_n,
-    .param .u64 chain_step_spin
-)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<10>;
-
-    ld.param.u64 %rd1, [chain_step_x];
-    ld.param.u32 %r1, [chain_step_n];
-    ld.param.u64 %rd8, [chain_step_spin];
-    griddepcontrol.wait;
-    griddepcontrol.launch_dependents;
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.u32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra $L_chain_done;
-    cvta.to.global.u64 %rd2, %rd1;
-    mul.wide.u32 %rd3, %r5, 4;
-    add.s64 %rd4, %rd2, %rd3;
-    ld.global.u32 %r7, [%rd4];
-    mov.u64 %rd5, %clock64;
-$L_chain_spin:
-    mov.u64 %rd6, %clock64;
-    sub.s64 %rd7, %rd6, %rd5;
-    setp.lt.u64 %p2, %rd7, %rd8;
-    @%p2 bra $L_chain_spin;
-    add.u32 %r8, %r7, 1;
-    st.global.u32 [%rd4], %r8;
-$L_chain_done:
-    ret;
-}
-
-.visible .entry chain_step_nowait(
-    .param .u64 chain_step_nowait_x,
-    .param .u32 chain_step_nowait_n,
-    .param .u64 chain_step_nowait_spin
-)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<10>;
-
-    ld.param.u64 %rd1, [chain_step_nowait_x];
-    ld.param.u32 %r1, [chain_step_nowait_n];
-    ld.param.u64 %rd8, [chain_step_nowait_spin];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.u32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra $L_nowait_done;
-    cvta.to.global.u64 %rd2, %rd1;
-    mul.wide.u32 %rd3, %r5, 4;
-    add.s64 %rd4, %rd2, %rd3;
-    ld.global.u32 %r7, [%rd4];
-    mov.u64 %rd5, %clock64;
-$L_nowait_spin:
-    mov.u64 %rd6, %clock64;
-    sub.s64 %rd7, %rd6, %rd5;
-    setp.lt.u64 %p2, %rd7, %rd8;
-    @%p2 bra $L_nowait_spin;
-    add.u32 %r8, %r7, 1;
-    st.global.u32 [%rd4], %r8;
-$L_nowait_done:
-    ret;
-}
 "#;
 
 struct Checks {
@@ -341,7 +265,6 @@ fn run(c: &mut Checks) -> AnyResult {
     check_foreign_streams(c, &gpu, &add_one)?;
     check_buffers(c, &gpu)?;
     check_timer(c, &gpu, &add_one)?;
-    check_programmatic_chain(c, &gpu, &module, &add_one)?;
     gpu.synchronize()?;
     c.check("final synchronize", true, "no asynchronous error");
     Ok(())
@@ -399,52 +322,6 @@ fn check_params(c: &mut Checks, add_one: &Function, mix: &Function) {
             format!("driver did not report parameter layout: {other:?}"),
         ),
     }
-}
-
-/// Back-to-back read-spin-write launches over the same buffer: each must see the previous one's
-/// writes. `chain_step` waits for its grid dependency and is launched programmatically (on
-/// sm_90); `chain_step_nowait` and `add_one` do not wait and must be launched the ordinary way.
-fn check_programmatic_chain(
-    c: &mut Checks,
-    gpu: &Gpu,
-    module: &entkv_runtime::Module,
-    add_one: &Function,
-) -> AnyResult {
-    let wait = module.function("chain_step")?;
-    let nowait = module.function("chain_step_nowait")?;
-    c.check(
-        "grid-dependency detection",
-        wait.waits_for_grid_dependency()
-            && !nowait.waits_for_grid_dependency()
-            && !add_one.waits_for_grid_dependency(),
-        format!(
-            "chain_step {} chain_step_nowait {} add_one {} (programmatic launch {})",
-            wait.waits_for_grid_dependency(),
-            nowait.waits_for_grid_dependency(),
-            add_one.waits_for_grid_dependency(),
-            gpu.programmatic_launch()
-        ),
-    );
-    // 264 CTAs of 256 threads (two per SM on an H200), ~20 µs of spin each.
-    let n: u32 = 264 * 256;
-    let launches = 40u32;
-    for (f, name) in [(&wait, "chain_step"), (&nowait, "chain_step_nowait")] {
-        let buf = DeviceBuffer::<u32>::alloc_zeros(gpu, n as usize)?;
-        let args = [buf.arg(), KernelArg::U32(n), KernelArg::U64(40_000)];
-        let geom = LaunchGeometry::cover(n, 256);
-        for _ in 0..launches {
-            // SAFETY: chain_step touches x[0..n]; buf holds n u32 and outlives the launches.
-            unsafe { launch(f, &geom, gpu.stream_raw(), &args)? };
-        }
-        let out = buf.to_host()?;
-        let wrong = out.iter().filter(|&&v| v != launches).count();
-        c.check(
-            &format!("{name}: {launches} dependent launches"),
-            wrong == 0,
-            format!("{wrong} of {n} elements differ from {launches} (e.g. {})", out[0]),
-        );
-    }
-    Ok(())
 }
 
 fn check_add_one(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
