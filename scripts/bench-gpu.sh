@@ -4,7 +4,8 @@
 #   1. the `paper` bundle as a user makes it: `autotune --alpha 1.5 --head-dim 32` (default
 #      buckets, ~100 s); TUNE=0 makes the untuned one with `entkv bundle create` instead, and
 #      $BUNDLE names one to time as it is;
-#   2. `entkv bench --no-defaults` of dense, top-k, Gaussian, certified-exact and auto, then of
+#   2. `entkv bench --no-defaults` of dense, top-k, Gaussian, certified-exact (plain and after
+#      page pruning) and auto, then of
 #      softmax top-k, at 32k, 128k and 1M tokens (50 timed steps each, 3 heads checked against
 #      float64);
 #   3. the same on the `peaked` workload (the paper shapes and bundle on page-coherent keys
@@ -30,7 +31,7 @@ OUT=${1:-${OUT:-out/bench-gpu}}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 BIN=${BIN:-.gpu}
-ENTMAX=dense,topk,gaussian,certified,auto
+ENTMAX=dense,topk,gaussian,certified,certified-pruned,auto
 SWEEP=(4096 8192 16384 32768 65536 131072 262144 524288 1048576)
 export ENTKV_COMMIT=${ENTKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 # One JIT cache for both bench processes: the second loads the bundle's modules from it.

@@ -28,6 +28,15 @@ fn wide_row(spec: &DecodeSpec) -> bool {
     spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4
 }
 
+/// Whether the default tiles give each token one lane although the group's q slices then take
+/// d·G = 64 registers a lane: GQA 2 at d = 32 (BENCH.md's `gqa`). The tuner on the H200
+/// (results/2026-11-30-wide/4-same-call-e77be65, tune-log-gqa.jsonl) put one lane ahead of two
+/// at every length, 1M: dense 2.31 vs 3.33 ms and sparse 0.75 vs 1.01 ms (6 tokens), certified
+/// 3.72 vs 6.18 ms (4 tokens); 128–238 registers at two CTAs per SM, no spills.
+fn one_lane_pair(spec: &DecodeSpec) -> bool {
+    spec.head_dim == 32 && spec.group == 2
+}
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -63,7 +72,11 @@ impl DenseTile {
         // fastest on the H200 for d = 32 (results/2026-11-29-dense-variants). Larger heads and
         // GQA groups split the row over more lanes so the group's q slices (d·G/lanes floats)
         // stay near 32 registers, keeping at least 8 dimensions (one 16-byte f16 load) a lane.
-        let lanes_per_token = (dg / 32).next_power_of_two().clamp(1, (spec.head_dim / 8).max(1));
+        let lanes_per_token = if one_lane_pair(spec) {
+            1
+        } else {
+            (dg / 32).next_power_of_two().clamp(1, (spec.head_dim / 8).max(1))
+        };
         DenseTile {
             threads: 256,
             lanes_per_token,
@@ -95,6 +108,21 @@ impl DenseTile {
     /// ~210 registers) in 128-thread CTAs with six tokens a lane group: 192-token chunks,
     /// 108 µs at 8k and 2.3× faster at 1M; one Newton step a chunk then 1.7× faster again
     /// (results/2026-11-30-wide).
+    /// The contiguous-cache decode's tile: [`DenseTile::default_for`], except that GQA 2 at
+    /// d = 32 keeps two lanes a token. Its score pass holds a 64-bit row offset a token, and
+    /// with one lane it spills 8 bytes at two CTAs per SM (local ptxas 12.9, every α and dtype).
+    pub fn default_contiguous(spec: &DecodeSpec) -> DenseTile {
+        let tile = DenseTile::default_for(spec);
+        if one_lane_pair(spec) {
+            DenseTile {
+                lanes_per_token: 2,
+                ..tile
+            }
+        } else {
+            tile
+        }
+    }
+
     fn default_wide(spec: &DecodeSpec) -> DenseTile {
         DenseTile {
             threads: 128,
@@ -132,6 +160,8 @@ impl DenseTile {
             threads: 128,
             lanes_per_token: if wide {
                 spec.head_dim * spec.group / 64
+            } else if one_lane_pair(spec) {
+                1
             } else {
                 (spec.head_dim * spec.group / 32)
                     .next_power_of_two()

@@ -4,8 +4,11 @@
 
 use crate::gaussian::{gauss_entry_names, page_score_moments_entry, GaussTile, MomentsTile};
 use crate::meta::{meta_entry_names, MetaTile};
-use crate::pipeline::certified_entry_names;
-use crate::topk::{page_score_box_entry, select_topk_entry, BoxScoreTile, SelectTopkTile};
+use crate::pipeline::{certified_entry_names, certified_selected_entry};
+use crate::topk::{
+    page_bounds_entry, page_score_box_entry, select_pruned_entry, select_topk_entry, BoxScoreTile,
+    SelectTopkTile,
+};
 use crate::{paged_decode_entry_names, DenseTile, PagedSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -16,9 +19,11 @@ use std::fmt;
 pub enum KernelFamily {
     /// `page_meta_build` + `page_meta_update` (bounds, moments, sketch).
     PageMeta,
-    /// `page_score_box`: box upper bounds of every full page (top-k).
+    /// `page_score_box`: box upper bounds of every full page (top-k); `page_bounds`: rigorous
+    /// upper and lower box bounds (certified-exact with page pruning).
     PageScoreBox,
-    /// `select_topk`: the budget's best pages plus the last.
+    /// `select_topk`: the budget's best pages plus the last; `select_pruned`: the pages a
+    /// certified threshold bound cannot rule out, plus the last.
     SelectTopk,
     /// `page_score_moments`: the Gaussian model's per-page μ, σ.
     PageScoreMoments,
@@ -28,7 +33,8 @@ pub enum KernelFamily {
     DecodeDense,
     /// `decode_sparse_{score,finish}`: entmax over the selected pages.
     DecodeSparse,
-    /// `select_certified` + `decode_certified`: sketch-certified exact decode.
+    /// `select_certified` + `decode_certified`: sketch-certified exact decode (and
+    /// `select_certified_sel`, its score pass over a page selection).
     DecodeCertified,
 }
 
@@ -132,8 +138,12 @@ impl TileConfig {
                 let (b, u) = meta_entry_names(spec, t);
                 vec![b, u]
             }
-            (F::PageScoreBox, TileConfig::BoxScore(t)) => vec![page_score_box_entry(spec, t)],
-            (F::SelectTopk, TileConfig::SelectTopk(t)) => vec![select_topk_entry(spec, t)],
+            (F::PageScoreBox, TileConfig::BoxScore(t)) => {
+                vec![page_score_box_entry(spec, t), page_bounds_entry(spec, t)]
+            }
+            (F::SelectTopk, TileConfig::SelectTopk(t)) => {
+                vec![select_topk_entry(spec, t), select_pruned_entry(spec, t)]
+            }
             (F::PageScoreMoments, TileConfig::Moments(t)) => vec![page_score_moments_entry(spec, t)],
             (F::SelectGaussian, TileConfig::Gauss(t)) => {
                 let (a, b, c) = gauss_entry_names(spec, t);
@@ -149,7 +159,7 @@ impl TileConfig {
             }
             (F::DecodeCertified, TileConfig::Dense(t)) => {
                 let (s, f) = certified_entry_names(spec, t);
-                vec![s, f]
+                vec![s, f, certified_selected_entry(spec, t)]
             }
             _ => unreachable!("checked above"),
         })

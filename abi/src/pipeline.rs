@@ -17,9 +17,10 @@ use crate::gaussian::{
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
 use crate::signature::Elem;
 use crate::topk::{
-    page_score_box_entry, page_score_box_geometry, page_scores_elems, select_topk_entry,
-    select_topk_geometry, softmax_topk_entry_names, softmax_topk_finish_geometry, softmax_topk_plan,
-    softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
+    page_bounds_entry, page_score_box_entry, page_score_box_geometry, page_scores_elems, select_pruned_entry,
+    select_topk_entry, select_topk_geometry, softmax_topk_entry_names, softmax_topk_finish_geometry,
+    softmax_topk_plan, softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile,
+    SoftmaxTopkTile,
 };
 use crate::{
     dense_finish_geometry, dense_workspace, dense_workspace_bound, paged_decode_entry_names,
@@ -127,6 +128,10 @@ pub enum DecodeKind {
     Sparse,
     /// The sketch-certified superset of the support (`select_certified` + `decode_certified`).
     Certified,
+    /// [`DecodeKind::Certified`] over the pages in `sel_pages`/`sel_count` that
+    /// [`certified_prune_calls`] kept (`select_certified_sel` + `decode_certified`): exact as
+    /// long as the selection holds every page with a support token, which the pruning proves.
+    CertifiedSelected,
 }
 
 impl DecodeKind {
@@ -134,7 +139,7 @@ impl DecodeKind {
     pub fn split_policy(self) -> SplitPolicy {
         match self {
             DecodeKind::Dense | DecodeKind::Sparse => SplitPolicy::MostCtas,
-            DecodeKind::Certified => SplitPolicy::LeastTail,
+            DecodeKind::Certified | DecodeKind::CertifiedSelected => SplitPolicy::LeastTail,
         }
     }
 }
@@ -147,6 +152,12 @@ pub fn certified_entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, Str
         format!("select_certified__{suffix}"),
         format!("decode_certified__{suffix}"),
     )
+}
+
+/// Entry name of the certified score pass over a page selection:
+/// `select_certified_sel__<spec+sketch>__<tile>` (its finish pass is `decode_certified`).
+pub fn certified_selected_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
+    format!("select_certified_sel__{}__{}", spec.sketch_tag(), tile.tag())
 }
 
 /// One decode step over the paged cache. `max_tokens` bounds the tokens any (sequence, KV
@@ -215,16 +226,14 @@ pub fn decode_calls(
             ];
             (score, finish, a1, a2)
         }
-        DecodeKind::Certified => {
-            let (select, decode) = certified_entry_names(spec, tile);
-            let mut a1 = vec![
-                buf("q"),
-                buf("k_pool"),
-                buf("block_table"),
-                buf("seq_lens"),
-                buf("meta_bounds"),
-                buf("sketch"),
-            ];
+        DecodeKind::Certified | DecodeKind::CertifiedSelected => {
+            let (mut select, decode) = certified_entry_names(spec, tile);
+            let mut a1 = vec![buf("q"), buf("k_pool"), buf("block_table"), buf("seq_lens")];
+            if kind == DecodeKind::CertifiedSelected {
+                select = certified_selected_entry(spec, tile);
+                a1.extend([buf("sel_pages"), buf("sel_count")]);
+            }
+            a1.extend([buf("meta_bounds"), buf("sketch")]);
             a1.extend(alibi.clone());
             a1.extend([
                 buf("cand_lb"),
@@ -297,7 +306,7 @@ fn decode_buffers(
             buffers.push(BufferSpec::new("cand_z", Elem::F32, ws.cand_elems));
             buffers.push(BufferSpec::new("cand_lb", Elem::F32, ws.split_elems));
         }
-        DecodeKind::Certified => {
+        DecodeKind::Certified | DecodeKind::CertifiedSelected => {
             buffers.push(BufferSpec::new("cand_lb", Elem::F32, ws.cand_elems));
             buffers.push(BufferSpec::new("cand_ub", Elem::F32, ws.cand_elems));
             buffers.push(BufferSpec::new("cand_bound", Elem::F32, ws.split_elems));
@@ -439,6 +448,57 @@ pub fn topk_select_calls(
                     buf("sel_count"),
                     ArgRef::I32(shape.max_pages as i32),
                     ArgRef::I32(budget_pages),
+                ],
+            },
+        ],
+        buffers,
+    })
+}
+
+/// Page pruning for the certified decode: rigorous box bounds of every full page
+/// (`page_bounds`: `page_ub`, `page_lb`, in `(α − 1)·score` units, each the extreme over the
+/// GQA group), then per (sequence, KV head) the pages whose upper bound exceeds a lower bound
+/// on the entmax threshold (`select_pruned`), plus the last page, into `sel_pages`/`sel_count`.
+/// [`DecodeKind::CertifiedSelected`] decodes them.
+pub fn certified_prune_calls(
+    spec: &PagedSpec,
+    box_tile: &BoxScoreTile,
+    sel_tile: &SelectTopkTile,
+    shape: &PagedShape,
+) -> Result<PipelinePlan, SpecError> {
+    box_tile.check(spec)?;
+    sel_tile.check(spec)?;
+    let mut a1 = vec![buf("q"), buf("meta_bounds"), buf("block_table"), buf("seq_lens")];
+    if spec.alibi {
+        a1.push(buf("alibi_slopes"));
+    }
+    a1.extend([
+        buf("page_ub"),
+        buf("page_lb"),
+        ArgRef::I32(shape.max_pages as i32),
+    ]);
+    let mut buffers = vec![
+        BufferSpec::new("page_ub", Elem::F32, page_scores_elems(shape)),
+        BufferSpec::new("page_lb", Elem::F32, page_scores_elems(shape)),
+    ];
+    buffers.extend(selection_buffers(shape));
+    Ok(PipelinePlan {
+        calls: vec![
+            CallPlan {
+                entry: page_bounds_entry(spec, box_tile),
+                geometry: page_score_box_geometry(spec, box_tile, shape),
+                args: a1,
+            },
+            CallPlan {
+                entry: select_pruned_entry(spec, sel_tile),
+                geometry: select_topk_geometry(sel_tile, shape),
+                args: vec![
+                    buf("page_ub"),
+                    buf("page_lb"),
+                    buf("seq_lens"),
+                    buf("sel_pages"),
+                    buf("sel_count"),
+                    ArgRef::I32(shape.max_pages as i32),
                 ],
             },
         ],

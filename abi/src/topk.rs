@@ -202,6 +202,21 @@ impl SelectTopkTile {
     }
 }
 
+/// `page_bounds__<spec+sketch>__<tile>`: the box bounds of `page_score_box` made rigorous for
+/// the certified decode (upper and lower, with rounding slack, in its `(α − 1)·score` units).
+/// The sketch width is in the name because the bounds go with the certified family's bundle
+/// rows, not because the kernel reads the sketch.
+pub fn page_bounds_entry(spec: &PagedSpec, tile: &BoxScoreTile) -> String {
+    format!("page_bounds__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
+/// `select_pruned__<spec+sketch>__<tile>`: the pages whose upper bound clears a certified lower
+/// bound on the entmax threshold (one CTA per (batch, KV head), `SelectTopkTile`'s threads and
+/// items per thread).
+pub fn select_pruned_entry(spec: &PagedSpec, tile: &SelectTopkTile) -> String {
+    format!("select_pruned__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
 /// `select_topk__<spec>__<tile>`.
 pub fn select_topk_entry(spec: &PagedSpec, tile: &SelectTopkTile) -> String {
     format!("select_topk__{}__{}", spec.tag(), tile.tag())

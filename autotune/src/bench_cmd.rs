@@ -56,7 +56,7 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "n")]
     pub sweep: bool,
     /// Methods, comma-separated: dense, topk (a quarter of the pages), gaussian, certified,
-    /// auto (the engine's pick of dense or certified at each length, from the bundle's tuned
+    /// certified-pruned (certified after pruning the pages a certified bound rules out), auto (the engine's pick of dense or certified at each length, from the bundle's tuned
     /// timings), softmax-topk (the Quest baseline: top-k's selection, softmax over the selected
     /// pages).
     #[arg(long, value_delimiter = ',', default_values = ["dense", "topk", "gaussian", "certified"])]
@@ -211,6 +211,8 @@ pub enum MethodName {
     TopK,
     Gaussian,
     Certified,
+    /// `Method::CertifiedPruned`: certified-exact over the pages a certified bound cannot rule out.
+    CertifiedPruned,
     /// `Method::Auto`: dense or certified-exact, whichever the bundle's tuned rows say is faster
     /// at the length (dense where it has no tuned timings).
     Auto,
@@ -219,11 +221,12 @@ pub enum MethodName {
 }
 
 impl MethodName {
-    pub const ALL: [MethodName; 6] = [
+    pub const ALL: [MethodName; 7] = [
         MethodName::Dense,
         MethodName::TopK,
         MethodName::Gaussian,
         MethodName::Certified,
+        MethodName::CertifiedPruned,
         MethodName::Auto,
         MethodName::SoftmaxTopK,
     ];
@@ -246,6 +249,7 @@ impl MethodName {
             MethodName::TopK => "topk",
             MethodName::Gaussian => "gaussian",
             MethodName::Certified => "certified",
+            MethodName::CertifiedPruned => "certified-pruned",
             MethodName::Auto => "auto",
             MethodName::SoftmaxTopK => "softmax-topk",
         }
@@ -262,6 +266,7 @@ impl MethodName {
             },
             MethodName::Gaussian => Method::Gaussian,
             MethodName::Certified => Method::Certified,
+            MethodName::CertifiedPruned => Method::CertifiedPruned,
             MethodName::Auto => Method::Auto,
         }
     }
@@ -297,6 +302,12 @@ impl MethodName {
                 t.kept_rows.context("the step reported no `kept`")?,
                 t.support_rows,
             ),
+            MethodName::CertifiedPruned => step_bytes::certified_pruned(
+                sizes,
+                selected()?,
+                t.kept_rows.context("the step reported no `kept`")?,
+                t.support_rows,
+            ),
             MethodName::SoftmaxTopK => step_bytes::softmax_topk(sizes, selected()?),
             MethodName::Auto => {
                 bail!("`auto` moves the bytes of the method it resolved to (MethodName::ran)")
@@ -304,7 +315,8 @@ impl MethodName {
         })
     }
 
-    /// The fraction of the cache a step kept: pages for the selectors, tokens for certified.
+    /// The fraction of the cache a step kept: pages for the selectors and the pruning, tokens
+    /// for certified.
     pub fn kept(self, sizes: &StepSizes, t: &StepTraffic) -> Result<f64> {
         Ok(match self {
             MethodName::Auto => bail!("`auto` keeps what the method it resolved to keeps (MethodName::ran)"),

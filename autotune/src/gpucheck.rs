@@ -137,7 +137,7 @@ fn small_cases(sm_count: u32) -> Vec<DenseCase> {
         let spec = DecodeSpec::new(alpha, 32, group, DType::F16).expect("supported spec");
         DenseCase {
             spec,
-            tile: DenseTile::default_for(&spec),
+            tile: DenseTile::default_contiguous(&spec),
             shape: DenseShape {
                 batch: 2,
                 kv_heads: 2,
@@ -191,7 +191,7 @@ fn run_large(
     let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
     let case = DenseCase {
         spec,
-        tile: DenseTile::default_for(&spec),
+        tile: DenseTile::default_contiguous(&spec),
         shape: DenseShape {
             batch: 8,
             kv_heads: 24,

@@ -271,6 +271,22 @@ pub mod step_bytes {
         sketch + bounds + last_page + (kept_rows + support_rows) * s.row() + s.io()
     }
 
+    /// Certified-exact after page pruning: both bounds of every scored page (the pruning pass),
+    /// then what [`certified`] moves for the selected pages only: their sketch and bounds (again:
+    /// the score pass reads them for the sketch's step), the last page's K, K of the kept rows,
+    /// V at the support.
+    pub fn certified_pruned(s: &StepSizes, selected_pages: u64, kept_rows: u64, support_rows: u64) -> u64 {
+        let selected_full = selected_pages.saturating_sub(s.kv_rows());
+        let sketch = selected_full * s.page_size * s.head_dim * s.sketch_bits / 8;
+        let last_page = s.kv_rows() * (s.n - (s.pages() - 1) * s.page_size) * s.row();
+        box_bounds(s)
+            + sketch
+            + selected_full * 2 * s.row()
+            + last_page
+            + (kept_rows + support_rows) * s.row()
+            + s.io()
+    }
+
     /// Softmax top-k (Quest): the same box bounds as top-k, K and V of every selected token
     /// (softmax has no zeros).
     pub fn softmax_topk(s: &StepSizes, selected_pages: u64) -> u64 {

@@ -112,6 +112,8 @@ typedef int32_t entkv_status;
 #define ENTKV_CERTIFIED 3
 /** Per step, the faster exact method (dense or certified) by the bundle's tuned timings. */
 #define ENTKV_AUTO 4
+/** ENTKV_CERTIFIED after page pruning: exact too; wins where pages cluster. */
+#define ENTKV_CERTIFIED_PRUNED 5
 
 /* ---------------------------------------------------------------------------------------- */
 /* Opaque handles                                                                            */

@@ -26,6 +26,8 @@ pub const ENTKV_GAUSSIAN: i32 = 2;
 pub const ENTKV_CERTIFIED: i32 = 3;
 /// `ENTKV_AUTO`.
 pub const ENTKV_AUTO: i32 = 4;
+/// `ENTKV_CERTIFIED_PRUNED`.
+pub const ENTKV_CERTIFIED_PRUNED: i32 = 5;
 
 /// The sketch width used when `entkv_problem::sketch_bits` is 0.
 pub const DEFAULT_SKETCH_BITS: u32 = 8;
@@ -127,6 +129,7 @@ pub(crate) fn method_code(m: &Method) -> i32 {
         Method::Gaussian => ENTKV_GAUSSIAN,
         Method::Certified => ENTKV_CERTIFIED,
         Method::Auto => ENTKV_AUTO,
+        Method::CertifiedPruned => ENTKV_CERTIFIED_PRUNED,
     }
 }
 
@@ -158,10 +161,11 @@ impl entkv_problem {
             ENTKV_GAUSSIAN => Method::Gaussian,
             ENTKV_CERTIFIED => Method::Certified,
             ENTKV_AUTO => Method::Auto,
+            ENTKV_CERTIFIED_PRUNED => Method::CertifiedPruned,
             m => {
                 return Err(Error::invalid(format!(
                     "problem.method: unknown method code {m} (ENTKV_DENSE 0, ENTKV_TOPK 1, \
-                     ENTKV_GAUSSIAN 2, ENTKV_CERTIFIED 3, ENTKV_AUTO 4)"
+                     ENTKV_GAUSSIAN 2, ENTKV_CERTIFIED 3, ENTKV_AUTO 4, ENTKV_CERTIFIED_PRUNED 5)"
                 )))
             }
         };
@@ -369,6 +373,7 @@ mod tests {
             (ENTKV_GAUSSIAN, Method::Gaussian),
             (ENTKV_CERTIFIED, Method::Certified),
             (ENTKV_AUTO, Method::Auto),
+            (ENTKV_CERTIFIED_PRUNED, Method::CertifiedPruned),
         ] {
             p.kv_dtype = ENTKV_F16;
             p.method = code;

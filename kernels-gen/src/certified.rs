@@ -51,9 +51,26 @@ pub use entkv_abi::pipeline::certified_entry_names as entry_names;
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
 /// cand_bound, max_pages, chunks_per_split`.
 pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    score_pass(spec, tile, false)
+}
+
+/// `select_certified_sel`: [`select_kernel`] over the pages in `sel_pages`/`sel_count` (the last
+/// page last), iteration index `c` standing for token `c mod P` of selected page `⌊c/P⌋`.
+/// Parameters: `q, k_pool, block_table, seq_lens, sel_pages, sel_count, meta_bounds, sketch,
+/// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, max_pages,
+/// chunks_per_split`.
+pub fn selected_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    score_pass(spec, tile, true)
+}
+
+fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
     tile.check(ds)?;
-    let (name, _) = entry_names(spec, tile);
+    let name = if selected {
+        entkv_abi::pipeline::certified_selected_entry(spec, tile)
+    } else {
+        entry_names(spec, tile).0
+    };
     let mut k = KernelBuilder::new(name, tile.threads);
     if tile.score_min_blocks > 0 {
         k.set_min_blocks_per_sm(tile.score_min_blocks);
@@ -63,6 +80,12 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let keys = k.buffer("k_pool", kv, Access::Read);
     let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let sel = selected.then(|| {
+        (
+            k.buffer("sel_pages", Scalar::I32, Access::Read),
+            k.buffer("sel_count", Scalar::I32, Access::Read),
+        )
+    });
     let bounds_buf = k.buffer("meta_bounds", kv, Access::Read);
     let sketch = k.buffer("sketch", Scalar::U32, Access::Read);
     let slopes = spec
@@ -88,25 +111,27 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let pages = PageBufs {
         block_table,
         seq_lens,
-        sel: None,
+        sel,
         max_pages: k.let_("max_pages", max_pages),
     };
     let p = spec.page_size;
-    let src = TokenSource::new(
-        &mut k,
-        Layout::Paged { page_size: p },
-        ds.head_dim,
-        b,
-        kvh,
-        kv_heads,
-        None,
-        Some(pages),
-    );
+    let layout = if selected {
+        Layout::Selected { page_size: p }
+    } else {
+        Layout::Paged { page_size: p }
+    };
+    let src = TokenSource::new(&mut k, layout, ds.head_dim, b, kvh, kv_heads, None, Some(pages));
     let lanes = Lanes::new(&mut k, ds, tile);
     let owner = k.let_("owner", lanes.sub.eq_(0u32));
     let qr = load_queries(&mut k, ds, &lanes, q, slopes, b, kvh, q_heads);
-    // Tokens before the last page have a sketch; the last page is scored exactly.
+    // Tokens before the last page have a sketch; the last page is scored exactly. It starts at
+    // position `sketched`, and at iteration index `tail_start` (the last selected page's).
     let sketched = k.let_("sketched", (src.seq_len - 1i64) / p as i64 * p as i64);
+    let tail_start = if selected {
+        k.let_("tail_start", src.len - p as i64)
+    } else {
+        sketched
+    };
     let chunk_len = tile.chunk_len();
     let split_len = k.let_("split_len", chunks.i64() * chunk_len as i64);
     let c_split = k.let_("c_split", split.i64() * split_len);
@@ -176,8 +201,10 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         for (r, tok) in tokens.iter().enumerate() {
             let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
             let c = k.let_("ci", c0 + local);
-            let valid = k.let_("valid_n", c.lt(src.len));
-            let t = k.let_("t", select(valid, c, 0i64));
+            let in_range = k.let_("in_range", c.lt(src.len));
+            let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
+            let valid = k.let_("valid_n", src.valid(c, t));
+            let t = k.let_("t", select(valid, t, 0i64));
             let row = ctx.src.row(k, t.e());
             match ctx.sketch_words(k, row) {
                 Ok(words) => {
@@ -211,7 +238,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
                     k.assign(positions[r], tok.t);
                 }
             };
-            let tail = k.let_("tail", (c0 + chunk_len as i64).gt(sketched));
+            let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
             k.if_else(tail, |k| score(k, true), |k| score(k, false));
             let c1 = k.let_("c1", c0 + chunk_len as i64);
             k.if_((chunk + 1i32).lt(chunks).and(c1.lt(src.len)), |k| {
@@ -438,6 +465,7 @@ impl BoundCtx<'_> {
         let lp = k.let_("lp", c0 / p + pi.i64());
         let used = k.let_("used", pi.lt(tm.pages));
         let active = k.let_("active", used.and((lp * p).lt(self.src.len)));
+        let lp = self.src.logical_page(k, lp, active);
         let group = ds.group as usize;
         // w_i = q'_i·step_i goes to shared memory for the packing phase (held in registers
         // across the barriers it would cost a GQA group d·G/split of them; reloading the

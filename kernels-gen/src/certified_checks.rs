@@ -5,7 +5,7 @@
 use crate::check::{compare, DenseOutputs};
 use crate::decode_checks::add_paged_inputs;
 use crate::paged_data::{paged_reference, KeyData, PagedCase};
-use crate::pipelines::{decode_pipeline, meta_build_pipeline, DecodeKind};
+use crate::pipelines::{certified_prune_pipeline, decode_pipeline, meta_build_pipeline, DecodeKind};
 use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use entkv_abi::{full_pages, DType, DecodeSpec, DenseTile, PagedSpec};
@@ -15,13 +15,17 @@ pub struct CertifiedCheck {
     pub case: PagedCase,
     pub tile: DenseTile,
     pub sm_count: u32,
+    /// Prune pages first (`page_bounds` + `select_pruned`) and decode the rest
+    /// (`DecodeKind::CertifiedSelected`); the output must still equal full-cache entmax.
+    pub pruned: bool,
 }
 
 impl KernelCheck for CertifiedCheck {
     fn name(&self) -> String {
         let s = &self.case.spec;
         format!(
-            "certified α={} d={} g={} P={} s{} {}{} lens={:?} {:?} {}",
+            "certified{} α={} d={} g={} P={} s{} {}{} lens={:?} {:?} {}",
+            if self.pruned { " pruned" } else { "" },
             s.decode.alpha,
             s.decode.head_dim,
             s.decode.group,
@@ -39,14 +43,15 @@ impl KernelCheck for CertifiedCheck {
         let spec = &self.case.spec;
         let x = self.case.inputs();
         let max_tokens = x.shape.max_pages as u64 * spec.page_size as u64;
-        let pipeline = decode_pipeline(
-            DecodeKind::Certified,
-            spec,
-            &self.tile,
-            &x.shape,
-            max_tokens,
-            self.sm_count,
-        )?;
+        let kind = if self.pruned {
+            DecodeKind::CertifiedSelected
+        } else {
+            DecodeKind::Certified
+        };
+        let mut pipeline = decode_pipeline(kind, spec, &self.tile, &x.shape, max_tokens, self.sm_count)?;
+        if self.pruned {
+            pipeline = certified_prune_pipeline(spec, &x.shape)?.then(pipeline);
+        }
         // Metadata for every full page, built by `page_meta_build` in the same program.
         let pages =
             full_pages(spec, &x.shape, &x.seq_lens, &x.block_table).map_err(crate::KernelGenError::from)?;
@@ -103,6 +108,14 @@ impl KernelCheck for CertifiedCheck {
                 }
             }
         }
+        let pruning = if self.pruned {
+            match self.page_bounds_hold(ran, &x, &full.heads) {
+                Ok(s) => s,
+                Err(e) => return Outcome::new(false, e),
+            }
+        } else {
+            String::new()
+        };
         Outcome::new(
             c.passed && kept_ok && bad_bounds == 0,
             format!(
@@ -114,12 +127,85 @@ impl KernelCheck for CertifiedCheck {
                 c.non_finite,
                 100.0 * kept_sum / tokens,
                 if kept_ok { "" } else { " (kept counts out of range)" }
-            ) + &if bad_bounds > 0 {
+            ) + &pruning
+                + &if bad_bounds > 0 {
                 format!(", {bad_bounds} candidates with ub < z")
             } else {
                 String::new()
             },
         )
+    }
+}
+
+impl CertifiedCheck {
+    /// The pruned pipeline's page bounds hold for every token's float64 score (tolerance as
+    /// for the candidates' bounds) and its selection is ascending, ends with the last page and
+    /// keeps every page holding a support token of any head of the group. Returns the share of
+    /// full pages kept.
+    fn page_bounds_hold(
+        &self,
+        ran: &Program,
+        x: &crate::paged_data::PagedInputs,
+        heads: &[crate::reference::HeadReference],
+    ) -> Result<String, String> {
+        let spec = &self.case.spec;
+        let p = spec.page_size as usize;
+        let group = spec.decode.group as usize;
+        let kv_heads = x.shape.kv_heads as usize;
+        let mp = x.shape.max_pages as usize;
+        let (ub, lb) = (ran.get("page_ub").to_f64_vec(), ran.get("page_lb").to_f64_vec());
+        let (sel, count) = (
+            ran.get("sel_pages").to_f64_vec(),
+            ran.get("sel_count").to_f64_vec(),
+        );
+        let (mut full_pages, mut kept_full) = (0usize, 0usize);
+        for (b, &len) in x.seq_lens.iter().enumerate() {
+            let len = len as usize;
+            let pages = len.div_ceil(p);
+            for kvh in 0..kv_heads {
+                let row = (b * kv_heads + kvh) * mp;
+                let n = count[b * kv_heads + kvh] as usize;
+                let list: Vec<usize> = sel[row..row + n].iter().map(|&v| v as usize).collect();
+                if list.last() != Some(&(pages - 1)) || list.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(format!(
+                        "b {b} kv head {kvh}: selection {list:?} is not ascending to the last page"
+                    ));
+                }
+                full_pages += pages - 1;
+                kept_full += n - 1;
+                for j in 0..pages - 1 {
+                    let mut needed = false;
+                    for g in 0..group {
+                        let h = &heads[b * kv_heads * group + kvh * group + g];
+                        for t in j * p..(j + 1) * p {
+                            let z = h.z[t];
+                            let tol = 1e-5 * z.abs().max(1.0);
+                            if ub[row + j].is_nan()
+                                || lb[row + j].is_nan()
+                                || ub[row + j] < z - tol
+                                || lb[row + j] > z + tol
+                            {
+                                return Err(format!(
+                                    "b {b} kv head {kvh} page {j}: bounds [{}, {}] miss token {t}'s z = {z}",
+                                    lb[row + j],
+                                    ub[row + j]
+                                ));
+                            }
+                            needed |= z > h.tau;
+                        }
+                    }
+                    if needed && !list.contains(&j) {
+                        return Err(format!(
+                            "b {b} kv head {kvh}: page {j} holds support but was pruned"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(format!(
+            "; pruning kept {:.1}% of {full_pages} full pages",
+            100.0 * kept_full as f64 / full_pages.max(1) as f64
+        ))
     }
 }
 
@@ -204,6 +290,31 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         ),
         mk(2.0, 32, 1, 16, 4, DType::F16, false, vec![700], KeyData::Extreme),
         mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
+        // Page-coherent keys with a few query-aligned pages, long enough that the pruning
+        // drops most pages (the selected score pass then walks scattered pages).
+        mk(
+            1.5,
+            32,
+            1,
+            16,
+            8,
+            DType::F16,
+            false,
+            vec![6000, 700],
+            KeyData::Peaked,
+        ),
+        // BENCH.md's `gqa` spec: one lane a token (d·G = 64 q registers a lane).
+        mk(
+            1.5,
+            32,
+            2,
+            16,
+            8,
+            DType::BF16,
+            false,
+            vec![2000, 129],
+            KeyData::Normal,
+        ),
         // BENCH.md's `wide` spec: its default tile is the wide-row one (8 lanes × 4 tokens).
         mk(
             1.5,
@@ -230,15 +341,26 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             finish_capacity: 64,
             ..tile
         };
+        for pruned in [false, true] {
+            v.push(Box::new(CertifiedCheck {
+                case: case.clone(),
+                tile,
+                sm_count: 132,
+                pruned,
+            }));
+        }
         v.push(Box::new(CertifiedCheck {
             case: case.clone(),
-            tile,
-            sm_count: 132,
+            tile: small,
+            sm_count: 1,
+            pruned: false,
         }));
+        // Small tiles on the pruned path: chunks span several selected, non-adjacent pages.
         v.push(Box::new(CertifiedCheck {
             case,
             tile: small,
             sm_count: 1,
+            pruned: true,
         }));
     }
     v

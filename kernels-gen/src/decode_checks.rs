@@ -315,6 +315,20 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             mk(1.5, 32, 1, 64, DType::F16, true, vec![900], KeyData::Normal),
             Selection::Support,
         ),
+        // BENCH.md's `gqa` spec: one lane a token with both heads' q slices.
+        (
+            mk(
+                1.5,
+                32,
+                2,
+                16,
+                DType::BF16,
+                false,
+                vec![1000, 77],
+                KeyData::Normal,
+            ),
+            Selection::Strided(3),
+        ),
         // d = 128 takes four lanes per token: the small tile's chunk (32 tokens) lies inside
         // one 64-token page, the staged-page path's other case.
         (

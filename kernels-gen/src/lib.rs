@@ -22,6 +22,7 @@ pub mod paged_data;
 pub mod peaked;
 pub mod pipelines;
 pub mod program;
+pub mod prune;
 pub mod reference;
 pub mod stream;
 pub mod suite;
@@ -91,7 +92,10 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
     let cert = DenseTile::default_certified(spec);
     out.push(KernelModule {
         name: "select_certified",
-        kernels: vec![certified::select_kernel(spec, &cert)?],
+        kernels: vec![
+            certified::select_kernel(spec, &cert)?,
+            certified::selected_select_kernel(spec, &cert)?,
+        ],
     });
     out.push(KernelModule {
         name: "decode_certified",
@@ -106,7 +110,10 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         name: "decode_sparse",
         kernels: decode::paged_kernels(spec, &tile, true)?.into(),
     });
-    out.push(dense_module(&spec.decode, &tile)?);
+    out.push(dense_module(
+        &spec.decode,
+        &DenseTile::default_contiguous(&spec.decode),
+    )?);
     Ok(out)
 }
 
@@ -132,8 +139,14 @@ pub fn family_kernels(
             page_meta::build_kernel(spec, t)?,
             page_meta::update_kernel(spec, t)?,
         ],
-        (F::PageScoreBox, T::BoxScore(t)) => vec![topk::score::box_kernel(spec, t)?],
-        (F::SelectTopk, T::SelectTopk(t)) => vec![topk::select::select_kernel(spec, t)?],
+        (F::PageScoreBox, T::BoxScore(t)) => vec![
+            topk::score::box_kernel(spec, t)?,
+            topk::score::page_bounds_kernel(spec, t)?,
+        ],
+        (F::SelectTopk, T::SelectTopk(t)) => vec![
+            topk::select::select_kernel(spec, t)?,
+            prune::select_pruned_kernel(spec, t)?,
+        ],
         (F::PageScoreMoments, T::Moments(t)) => vec![gaussian::moments_kernel(spec, t)?],
         (F::SelectGaussian, T::Gauss(t)) => vec![
             gaussian::tau_kernel(spec, t)?,
@@ -145,6 +158,7 @@ pub fn family_kernels(
         (F::DecodeCertified, T::Dense(t)) => vec![
             certified::select_kernel(spec, t)?,
             certified::decode_kernel(spec, t)?,
+            certified::selected_select_kernel(spec, t)?,
         ],
         _ => unreachable!("TileConfig::check matched family and tile"),
     })

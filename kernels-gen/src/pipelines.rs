@@ -6,8 +6,8 @@
 use crate::program::{Call, Program};
 use crate::{certified, decode, gaussian, page_meta, scalar_of_elem, topk, KernelGenError};
 use entkv_abi::pipeline::{
-    decode_calls, gaussian_select_calls, meta_build_calls, meta_update_calls, softmax_topk_calls,
-    topk_select_calls,
+    certified_prune_calls, decode_calls, gaussian_select_calls, meta_build_calls, meta_update_calls,
+    softmax_topk_calls, topk_select_calls,
 };
 use entkv_abi::{
     BoxScoreTile, BufferSpec, DenseTile, MetaTile, PagedShape, PagedSpec, PipelinePlan, SelectTopkTile,
@@ -73,6 +73,10 @@ pub fn decode_pipeline(
             certified::select_kernel(spec, tile)?,
             certified::decode_kernel(spec, tile)?,
         ],
+        DecodeKind::CertifiedSelected => vec![
+            certified::selected_select_kernel(spec, tile)?,
+            certified::decode_kernel(spec, tile)?,
+        ],
     };
     attach(plan, kernels)
 }
@@ -112,6 +116,20 @@ pub fn topk_select_pipeline(
         vec![
             topk::score::box_kernel(spec, &bt)?,
             topk::select::select_kernel(spec, &st)?,
+        ],
+    )
+}
+
+/// The certified decode's page pruning (`page_bounds` + `select_pruned`) with the default
+/// tiles; [`DecodeKind::CertifiedSelected`] decodes its selection.
+pub fn certified_prune_pipeline(spec: &PagedSpec, shape: &PagedShape) -> Result<Pipeline, KernelGenError> {
+    let (bt, st) = (BoxScoreTile::default_for(spec), SelectTopkTile::default_for(spec));
+    let plan = certified_prune_calls(spec, &bt, &st, shape)?;
+    attach(
+        plan,
+        vec![
+            topk::score::page_bounds_kernel(spec, &bt)?,
+            crate::prune::select_pruned_kernel(spec, &st)?,
         ],
     )
 }

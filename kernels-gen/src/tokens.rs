@@ -117,6 +117,19 @@ impl TokenSource {
         }
     }
 
+    /// Logical page of iteration page `ip` (i64): itself for a full walk, the selection's
+    /// entry for a sparse one (read only where `active`, else page 0's entry).
+    pub fn logical_page(&self, k: &mut KernelBuilder, ip: Var, active: Var) -> Var {
+        match self.layout {
+            Layout::Selected { .. } => {
+                let sel = self.sel_pages.expect("selection");
+                let at = self.sel_row.expect("selection") + select(active, ip, 0i64);
+                k.let_("lp_sel", sel.at(at).i64())
+            }
+            _ => ip,
+        }
+    }
+
     /// Whether iteration index `c` is a token of the sequence.
     pub fn valid(&self, c: Var, t: Var) -> Expr {
         match self.layout {

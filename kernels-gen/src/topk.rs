@@ -43,11 +43,17 @@ pub fn modules_with(
     Ok(vec![
         KernelModule {
             name: "page_score",
-            kernels: vec![score::box_kernel(spec, box_tile)?],
+            kernels: vec![
+                score::box_kernel(spec, box_tile)?,
+                score::page_bounds_kernel(spec, box_tile)?,
+            ],
         },
         KernelModule {
             name: "select_topk",
-            kernels: vec![select::select_kernel(spec, select_tile)?],
+            kernels: vec![
+                select::select_kernel(spec, select_tile)?,
+                crate::prune::select_pruned_kernel(spec, select_tile)?,
+            ],
         },
         KernelModule {
             name: "decode_softmax_topk",

@@ -5,7 +5,7 @@ use entkv_kernels::check::{compare, interp::run_dense, reference, DataKind, Dens
 
 fn case(alpha: f64, group: u32, n: u64, tile: Option<DenseTile>, data: DataKind, seed: u64) -> DenseCase {
     let spec = DecodeSpec::new(alpha, 32, group, DType::F16).unwrap();
-    let tile = tile.unwrap_or_else(|| DenseTile::default_for(&spec));
+    let tile = tile.unwrap_or_else(|| DenseTile::default_contiguous(&spec));
     DenseCase {
         spec,
         tile,

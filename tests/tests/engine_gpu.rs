@@ -196,6 +196,7 @@ fn run_case(gpu: &Gpu, bundle: &Arc<Bundle>, case: &PagedCase, failures: &mut Ve
         Method::TopK { budget_pages: budget },
         Method::Gaussian,
         Method::Certified,
+        Method::CertifiedPruned,
         Method::Auto,
     ];
     let stream = gpu.stream_raw();

@@ -49,7 +49,7 @@ fn check_case(case: PagedCase, methods: &[Method], sm_count: u32) {
             c.non_finite
         );
         assert!(c.passed, "{method:?}: {c:?}");
-        if plan.method == Method::Certified {
+        if matches!(plan.method, Method::Certified | Method::CertifiedPruned) {
             let heads = case.batch() as usize * case.q_heads() as usize;
             let kept = &checked.run.program.get("kept").to_f64_vec()[..heads];
             assert!(kept.iter().all(|k| k.is_finite() && *k >= 1.0), "kept {kept:?}");
@@ -57,11 +57,12 @@ fn check_case(case: PagedCase, methods: &[Method], sm_count: u32) {
     }
 }
 
-const ALL: [Method; 5] = [
+const ALL: [Method; 6] = [
     Method::Dense,
     Method::TopK { budget_pages: 3 },
     Method::Gaussian,
     Method::Certified,
+    Method::CertifiedPruned,
     Method::Auto,
 ];
 

@@ -205,7 +205,7 @@ fn main() -> Result<()> {
         Cmd::BenchDense { n, tile, iters, out } => {
             let spec = DecodeSpec::new(1.5, 32, 1, DType::F16)?;
             let tiles = if tile.is_empty() {
-                vec![entkv_abi::DenseTile::default_for(&spec)]
+                vec![entkv_abi::DenseTile::default_contiguous(&spec)]
             } else {
                 tile.iter()
                     .map(|t| bench::parse_tile(&spec, t))

@@ -6,17 +6,42 @@
 //! (the sign trick: one bound per dimension, one FMA), and f32 rounding is monotone, so the
 //! rounded product is still the larger one. The bound differs from its exact value only by the
 //! rounding of `d` FMAs, the lane reduction, the 1/√d scaling and the ALiBi product.
+//!
+//! `page_bounds` (the certified decode's page pruning) is the same pass made rigorous, in the
+//! certified decode's units `z = (α − 1)·score` (`q' = q·(α − 1)/√d`): per page the upper bound
+//! `Σ max(q'_i·min_i, q'_i·max_i)` plus the page's largest ALiBi term, maximised over the group,
+//! and the lower bound `Σ min(q'_i·min_i, q'_i·max_i)` plus its smallest ALiBi term, minimised
+//! over the group, each widened by the certified decode's rounding slack
+//! (`crate::certified::slack`, on `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)`, plus `2⁻²⁰·|ALiBi|`),
+//! so that every token's score as the certified decode computes it lies between them.
 
 use super::{i64_of, load_run, pages_of};
-use crate::{scalar_of, KernelGenError};
-use entkv_abi::{page_score_box_entry, BoxScoreTile, PagedSpec};
+use crate::{certified, scalar_of, KernelGenError};
+use entkv_abi::{page_bounds_entry, page_score_box_entry, BoxScoreTile, PagedSpec};
 use entkv_dsl::*;
 
 /// `page_score_box`: grid (page blocks, kv heads, batch).
 pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
+    bounds_pass(spec, tile, false)
+}
+
+/// `page_bounds`: grid (page blocks, kv heads, batch); `page_score_box`'s grid and tile.
+pub fn page_bounds_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
+    bounds_pass(spec, tile, true)
+}
+
+/// Either pass: `page_score_box` (`rigorous = false`: upper bounds in score units into
+/// `page_scores`) or `page_bounds` (upper and lower bounds in `(α − 1)·score` units, with
+/// rounding slack, into `page_ub` and `page_lb`).
+fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let ds = &spec.decode;
-    let mut k = KernelBuilder::new(page_score_box_entry(spec, tile), tile.threads);
+    let name = if rigorous {
+        page_bounds_entry(spec, tile)
+    } else {
+        page_score_box_entry(spec, tile)
+    };
+    let mut k = KernelBuilder::new(name, tile.threads);
     let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
     let meta = k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read);
     let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
@@ -24,7 +49,14 @@ pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, Kerne
     let slopes = spec
         .alibi
         .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
-    let scores = k.buffer("page_scores", Scalar::F32, Access::Write);
+    let (scores, lower) = if rigorous {
+        (
+            k.buffer("page_ub", Scalar::F32, Access::Write),
+            Some(k.buffer("page_lb", Scalar::F32, Access::Write)),
+        )
+    } else {
+        (k.buffer("page_scores", Scalar::F32, Access::Write), None)
+    };
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
 
     let d = ds.head_dim;
@@ -54,8 +86,13 @@ pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, Kerne
 
     // CTAs past this sequence's scored pages have nothing to do (uniform).
     k.if_(first.lt(scored), |k| {
-        // q/√d for this lane's dims of every head of the group (scaled once, here).
-        let inv_sqrt_d = 1.0 / (d as f64).sqrt();
+        // q/√d (q' = q·(α − 1)/√d for the rigorous bounds) for this lane's dims of every
+        // head of the group (scaled once, here).
+        let inv_sqrt_d = if rigorous {
+            ds.z_scale()
+        } else {
+            1.0 / (d as f64).sqrt()
+        };
         let mut qs: Vec<Vec<Var>> = Vec::new();
         let mut slope: Vec<Var> = Vec::new();
         for g in 0..group {
@@ -69,7 +106,8 @@ pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, Kerne
                     .collect(),
             );
             if let Some(s) = slopes {
-                slope.push(k.let_("slope", s.at(h)));
+                let a = if rigorous { ds.alpha.value() - 1.0 } else { 1.0 };
+                slope.push(k.let_("slope", s.at(h) * a));
             }
         }
         // All metadata loads of the CTA's pages first, so they are in flight together.
@@ -87,33 +125,71 @@ pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, Kerne
             let hi = load_run(k, "kmax", meta, at + d as i64, dims);
             pages_v.push((j, valid, lo, hi));
         }
-        // Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims, per (page, head).
+        // Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims, per (page, head); for the
+        // rigorous bounds also Σ_i min(…) and the slack's magnitude Σ_i |q_i|·(max(|min_i|,
+        // |max_i|) + 1).
         let mut partial = Vec::new();
         for (_, _, lo, hi) in &pages_v {
             for qg in &qs {
-                let dot = qg
-                    .iter()
-                    .zip(lo.iter().zip(hi))
-                    .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
-                        fma(*qx, select(qx.ge(0.0f32), *mx, *mn).f32(), acc)
-                    });
-                partial.push((Reduce::Sum, dot));
+                let dot = |upper: bool| {
+                    qg.iter()
+                        .zip(lo.iter().zip(hi))
+                        .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
+                            let (a, b) = if upper { (*mx, *mn) } else { (*mn, *mx) };
+                            fma(*qx, select(qx.ge(0.0f32), a, b).f32(), acc)
+                        })
+                };
+                partial.push((Reduce::Sum, dot(true)));
+                if rigorous {
+                    partial.push((Reduce::Sum, dot(false)));
+                    let mag = qg
+                        .iter()
+                        .zip(lo.iter().zip(hi))
+                        .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
+                            fma(qx.abs(), mn.f32().abs().max(mx.f32().abs()) + 1.0f32, acc)
+                        });
+                    partial.push((Reduce::Sum, mag));
+                }
             }
         }
+        let per_head = if rigorous { 3 } else { 1 };
         let dots = k.warp_allreduce_width(&partial, lanes);
+        let slack = certified::slack(d);
         for (r, (j, valid, _, _)) in pages_v.iter().enumerate() {
-            // The page's last token sits at (j+1)·P − 1 and the query at len − 1.
+            // The page's last token sits at (j+1)·P − 1, its first at j·P, the query at len − 1.
             let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
-            let bound = (0..group as usize).fold(f32c(f64::NEG_INFINITY), |m, g| {
-                let u = dots[r * group as usize + g].e();
-                let u = match slope.get(g) {
-                    Some(s) => fma(*s, dpos, u),
-                    None => u,
-                };
-                m.max(u)
-            });
+            let at = |g: usize, i: usize| dots[(r * group as usize + g) * per_head + i].e();
+            let mut upper = f32c(f64::NEG_INFINITY);
+            let mut low = f32c(f64::INFINITY);
+            if rigorous {
+                let dfirst = k.let_("dfirst", (*j * spec.page_size as i32 + 1i32 - len).f32());
+                for g in 0..group as usize {
+                    // The largest and smallest ALiBi term over the page's tokens (either end).
+                    let (u, l, alibi_mag) = match slope.get(g) {
+                        Some(s) => {
+                            let (x, y) = (k.let_("ab_last", *s * dpos), k.let_("ab_first", *s * dfirst));
+                            (at(g, 0) + x.max(y), at(g, 1) + x.min(y), x.abs().max(y.abs()))
+                        }
+                        None => (at(g, 0), at(g, 1), f32c(0.0)),
+                    };
+                    let widen = k.let_("widen", fma(at(g, 2), slack, alibi_mag * (2.0f64).powi(-20)));
+                    upper = upper.max(u + widen);
+                    low = low.min(l - widen);
+                }
+            } else {
+                for g in 0..group as usize {
+                    let u = match slope.get(g) {
+                        Some(s) => fma(*s, dpos, at(g, 0)),
+                        None => at(g, 0),
+                    };
+                    upper = upper.max(u);
+                }
+            }
             k.if_(valid.and(sub.eq_(0u32)), |k| {
-                k.store(scores, out_row + i64_of(*j), bound)
+                k.store(scores, out_row + i64_of(*j), upper);
+                if let Some(lb) = lower {
+                    k.store(lb, out_row + i64_of(*j), low);
+                }
             });
         }
     });

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use entkv_abi::gaussian::GaussianParams;
 use entkv_abi::pipeline::{
-    decode_buffers_bound, decode_calls, gaussian_select_calls, meta_build_calls, meta_update_calls,
-    topk_select_calls,
+    certified_prune_calls, decode_buffers_bound, decode_calls, gaussian_select_calls, meta_build_calls,
+    meta_update_calls, topk_select_calls,
 };
 use entkv_abi::{
     check_batch, ArgRef, BufferSpec, DecodeKind, Elem, KernelFamily, LaunchGeometry, PagedShape, PagedSpec,
@@ -306,6 +306,16 @@ impl DecodePlanner {
             }
         }
         match p.method {
+            Method::CertifiedPruned => {
+                for a in self.rows(KernelFamily::PageScoreBox) {
+                    for b in self.rows(KernelFamily::SelectTopk) {
+                        let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a.tile, b.tile) else {
+                            return Err(tile_mismatch(KernelFamily::SelectTopk, &b.tile));
+                        };
+                        out.extend(certified_prune_calls(&self.spec, &bt, &st, &shape)?.buffers);
+                    }
+                }
+            }
             Method::TopK { budget_pages } => {
                 for a in self.rows(KernelFamily::PageScoreBox) {
                     for b in self.rows(KernelFamily::SelectTopk) {
@@ -410,6 +420,18 @@ impl DecodePlanner {
                 let row = pick(KernelFamily::DecodeCertified)?;
                 let plan = decode(DecodeKind::Certified, &row, tokens)?;
                 rows.push(row);
+                plan
+            }
+            Method::CertifiedPruned => {
+                let (a, b) = (pick(KernelFamily::PageScoreBox)?, pick(KernelFamily::SelectTopk)?);
+                let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a.tile, b.tile) else {
+                    return Err(tile_mismatch(KernelFamily::SelectTopk, &b.tile));
+                };
+                let prune = certified_prune_calls(&self.spec, &bt, &st, &shape)?;
+                let row = pick(KernelFamily::DecodeCertified)?;
+                // Planned for every page kept (the selection's size is known on the GPU only).
+                let plan = prune.then(decode(DecodeKind::CertifiedSelected, &row, tokens)?);
+                rows.extend([a, b, row]);
                 plan
             }
             Method::TopK { budget_pages } => {

@@ -20,19 +20,25 @@ pub enum Method {
     Gaussian,
     /// Entmax over a sketch-certified superset of the support: equal to [`Method::Dense`].
     Certified,
+    /// [`Method::Certified`] after page pruning: pages whose rigorous box bound lies below a
+    /// certified lower bound on the threshold are not read at all (`page_bounds`,
+    /// `select_pruned`). Equal to [`Method::Dense`] too. Pays a pass over the page bounds first,
+    /// so it wins where pages cluster (most pages prunable) and loses where they do not.
+    CertifiedPruned,
     /// The faster of the two exact methods (dense, certified) at each step's context length,
     /// by the bundle's tuned timings; dense where the bundle has none.
     Auto,
 }
 
 impl Method {
-    /// `dense`, `topk`, `gaussian`, `certified`, `auto`.
+    /// `dense`, `topk`, `gaussian`, `certified`, `certified-pruned`, `auto`.
     pub fn name(&self) -> &'static str {
         match self {
             Method::Dense => "dense",
             Method::TopK { .. } => "topk",
             Method::Gaussian => "gaussian",
             Method::Certified => "certified",
+            Method::CertifiedPruned => "certified-pruned",
             Method::Auto => "auto",
         }
     }
@@ -50,6 +56,7 @@ impl Method {
                 F::DecodeSparse,
             ],
             Method::Certified => &[F::PageMeta, F::DecodeCertified],
+            Method::CertifiedPruned => &[F::PageMeta, F::PageScoreBox, F::SelectTopk, F::DecodeCertified],
             Method::Auto => &[F::PageMeta, F::DecodeDense, F::DecodeCertified],
         }
     }

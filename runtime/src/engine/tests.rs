@@ -33,11 +33,12 @@ fn planner(method: Method) -> DecodePlanner {
     DecodePlanner::new(&p, bundle_for(&p), 132).unwrap()
 }
 
-const METHODS: [Method; 5] = [
+const METHODS: [Method; 6] = [
     Method::Dense,
     Method::TopK { budget_pages: 3 },
     Method::Gaussian,
     Method::Certified,
+    Method::CertifiedPruned,
     Method::Auto,
 ];
 

@@ -1,0 +1,100 @@
+//! `select_pruned`: the page pruning of the certified decode. Per (sequence, KV head), the pages
+//! that may hold a support token of some query head of the group, plus the last page, in the
+//! selection format of `entkv_abi::paged` (ascending, the last page last).
+//!
+//! `page_bounds` (`crate::topk::score`) gives every full page `p` bounds `lb_p ≤ z ≤ ub_p` on
+//! the scores `z = (α − 1)·score` of its `P` tokens, for every head of the group. Two facts
+//! (`crate::certified`'s, at page granularity):
+//! - the entmax threshold is monotone in every score, and `P` tokens scoring at least `L` alone
+//!   have the threshold `L − P^{−(α−1)}` (`P·(L − τ)^{1/(α−1)} = 1`), so
+//!   `τ ≥ τ_low = max_p lb_p − P^{−(α−1)}`;
+//! - a page with `ub_p ≤ τ_low` has every `z ≤ τ`, so every weight 0: it can be dropped.
+//!
+//! The comparison is written `!(ub ≤ τ_low)`, so a NaN bound keeps its page, and `τ_low` is
+//! rounded down by `2⁻²⁰` of its terms' magnitudes (its two f32 operations). On keys whose pages
+//! cluster (`peaked`: a few pages aligned with the query) this keeps the aligned pages alone;
+//! on iid keys page boxes are wide and every page stays.
+
+use crate::topk::pages_of;
+use crate::KernelGenError;
+use entkv_abi::{select_pruned_entry, PagedSpec, SelectTopkTile};
+use entkv_dsl::*;
+
+/// `P^{−(α−1)}`: how far below the smallest score of `P` tokens their own threshold lies.
+pub fn page_threshold_gap(spec: &PagedSpec) -> f64 {
+    (spec.page_size as f64).powf(-(spec.decode.alpha.value() - 1.0))
+}
+
+/// `select_pruned`: grid (kv heads, batch). Parameters: `page_ub, page_lb, seq_lens, sel_pages,
+/// sel_count, max_pages`.
+pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
+    tile.check(spec)?;
+    let threads = tile.threads;
+    let items = tile.items_per_thread;
+    let sweep = (threads * items) as i32;
+    let mut k = KernelBuilder::new(select_pruned_entry(spec, tile), threads);
+    let ub = k.buffer("page_ub", Scalar::F32, Access::Read);
+    let lb = k.buffer("page_lb", Scalar::F32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
+    let sel_count = k.buffer("sel_count", Scalar::I32, Access::Write);
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+    let red = k.shared("red", Scalar::F32, threads / WARP);
+    let scan = k.shared("scan", Scalar::I32, threads / WARP);
+
+    let kvh = k.let_("kvh", k.block_idx(Axis::X));
+    let b = k.let_("b", k.block_idx(Axis::Y));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
+    let tid = k.let_("tid", k.thread_idx());
+    let len = k.let_("len", seq_lens.at(b));
+    let pages = pages_of(&mut k, spec, len);
+    // Full pages (every page but the last) have bounds.
+    let n = k.let_("n", (pages - 1i32).max(0i32));
+    let row = k.let_("row", (b.i64() * kv_heads.i64() + kvh.i64()) * max_pages.i64());
+
+    // τ_low from the largest lower bound (a sequence of one page has none: −∞ keeps all).
+    let best = k.let_typed("best_lb", Scalar::F32, f64::NEG_INFINITY);
+    k.for_("base", 0i32, n, sweep, |k, base| {
+        let base = k.let_("base_i", base);
+        for r in 0..items {
+            let j = k.let_("j", base + tid.i32() + (r * threads) as i32);
+            let valid = k.let_("valid", j.lt(n));
+            let x = k.let_("lbx", lb.at(row + select(valid, j, 0i32).i64()));
+            k.assign(best, select(valid, best.max(x), best));
+        }
+    });
+    let best = k.block_allreduce(Reduce::Max, best, red);
+    let gap = page_threshold_gap(spec);
+    let tau_low = k.let_("tau_low", best - gap - (best.abs() + gap) * (2.0f64).powi(-20));
+
+    // Order-preserving compaction: thread t tests `items` consecutive pages of each sweep.
+    let written = k.let_typed("written", Scalar::I32, 0);
+    k.for_("base", 0i32, n, sweep, |k, base| {
+        let first = k.let_("first", base + (tid * items).i32());
+        let mut keeps = Vec::new();
+        let mut count = i32c(0);
+        for r in 0..items as i32 {
+            let j = k.let_("j", first + r);
+            let valid = k.let_("valid", j.lt(n));
+            let u = k.let_("ubx", ub.at(row + select(valid, j, 0i32).i64()));
+            let keep = k.let_("keep", valid.and(u.le(tau_low).not()));
+            count = count + select(keep, 1i32, 0i32);
+            keeps.push((j, keep));
+        }
+        let (excl, total) = k.block_exclusive_scan(count, scan);
+        let pos = k.let_("pos", written + excl);
+        for (j, keep) in keeps {
+            k.if_(keep, |k| {
+                k.store(sel_pages, row + pos.i64(), j);
+                k.assign(pos, pos + 1i32);
+            });
+        }
+        k.assign(written, written + total);
+    });
+    k.if_(tid.eq_(0u32), |k| {
+        // The last page (no bounds: it is still filling) is always kept, last.
+        k.store(sel_pages, row + written.i64(), pages - 1i32);
+        k.store(sel_count, b.i64() * kv_heads.i64() + kvh.i64(), written + 1i32);
+    });
+    Ok(k.finish()?)
+}
