@@ -73,7 +73,15 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kern
     };
     let mut k = KernelBuilder::new(name, tile.threads);
     if tile.score_min_blocks > 0 {
-        k.set_min_blocks_per_sm(tile.score_min_blocks);
+        // The selected walk looks every token's page up in the selection: at four CTAs per SM
+        // (128 registers) it spills (44 bytes at d = 32, local ptxas 12.9), so it runs at most
+        // three.
+        let floor = if selected {
+            tile.score_min_blocks.min(3)
+        } else {
+            tile.score_min_blocks
+        };
+        k.set_min_blocks_per_sm(floor);
     }
     let kv = scalar_of(ds.kv_dtype);
     let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
