@@ -2,7 +2,7 @@
 """Decode with entkv from PyTorch through its C API (libentkv.so, capi/include/entkv.h).
 
     python3 examples/python/entkv_decode.py --lib PATH/libentkv.so --bundle BUNDLE \
-        [--methods dense,topk,gaussian,certified,auto] [--n 4096] [--batch 2] [--steps 2]
+        [--methods dense,topk,gaussian,certified,certified-pruned,auto] [--n 4096] [--batch 2] [--steps 2]
 
 A bundle for the defaults (and GQA group 4): `entkv bundle create --alpha 1.5 --head-dim 32
 --group 1,4 --out BUNDLE`; the library: `cargo build --release -p entkv-capi`
@@ -16,7 +16,7 @@ to each sequence and `entkv_decoder_append` updates the metadata). Each step is 
 a float64 torch reference of α-entmax attention:
     z_j = (α−1)·q·k_j/√d,  p_j = [z_j − τ]_+^(1/(α−1)),  Σ_j p_j = 1,  o = Σ_j p_j v_j
 (q is passed raw: the kernels apply (α−1)/√d; the `tau` slot holds τ in this z-space).
-dense/certified/auto must match entmax over the whole cache, topk/gaussian entmax over the
+dense/certified/certified-pruned/auto must match entmax over the whole cache, topk/gaussian entmax over the
 pages they selected (read from the `sel_pages`/`sel_count` workspace slots). Exits 1 on any
 mismatch or entkv error.
 """
@@ -28,7 +28,7 @@ import sys
 import torch
 
 ENTKV_F16, ENTKV_BF16, ENTKV_F32, ENTKV_I32 = 0, 1, 2, 3
-METHODS = {"dense": 0, "topk": 1, "gaussian": 2, "certified": 3, "auto": 4}
+METHODS = {"dense": 0, "topk": 1, "gaussian": 2, "certified": 3, "auto": 4, "certified-pruned": 5}
 METHOD_NAMES = {v: k for k, v in METHODS.items()}
 DTYPES = {torch.float16: ENTKV_F16, torch.bfloat16: ENTKV_BF16, torch.float32: ENTKV_F32,
           torch.int32: ENTKV_I32}
@@ -256,7 +256,7 @@ def run_method(lib, bundle, args, method, lens):
                         raise EntkvError(f"step {s}: malformed selection of sequence {b}: {pages[b]}")
                 kept = sum(min(P, n - j * P) for b, n in enumerate(cache.lens)
                            for h in range(Hkv) for j in pages[b][h]) / (sum(cache.lens) * Hkv)
-            elif resolved == "certified":
+            elif resolved in ("certified", "certified-pruned"):
                 kept = slot(lib, dec, ws, "kept", torch.int32, B * H).sum().item() / \
                     (sum(cache.lens) * H)
             ref_out, ref_tau, ref_sup, z = reference(args, cache, q, pages)
@@ -288,7 +288,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", required=True, help="path to libentkv.so")
     ap.add_argument("--bundle", required=True, help="bundle directory or .entkvb file")
-    ap.add_argument("--methods", default="dense,topk,gaussian,certified,auto")
+    ap.add_argument("--methods", default="dense,topk,gaussian,certified,certified-pruned,auto")
     ap.add_argument("--n", type=int, default=4096, help="tokens of the longest sequence")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2, help="decode steps (tokens appended between)")
