@@ -4,7 +4,7 @@
 
 use crate::gaussian::{gauss_entry_names, page_score_moments_entry, GaussTile, MomentsTile};
 use crate::meta::{meta_entry_names, MetaTile};
-use crate::pipeline::{certified_entry_names, certified_selected_entry};
+use crate::pipeline::{certified_entry_names, certified_rest_entry, certified_selected_entry};
 use crate::topk::{
     page_bounds_entry, page_score_box_entry, select_pruned_entry, select_topk_entry, BoxScoreTile,
     SelectTopkTile,
@@ -34,7 +34,7 @@ pub enum KernelFamily {
     /// `decode_sparse_{score,finish}`: entmax over the selected pages.
     DecodeSparse,
     /// `select_certified` + `decode_certified`: sketch-certified exact decode (and
-    /// `select_certified_sel`, its score pass over a page selection).
+    /// `select_certified_sel` / `select_certified_rest`, its score pass after page pruning).
     DecodeCertified,
 }
 
@@ -159,7 +159,12 @@ impl TileConfig {
             }
             (F::DecodeCertified, TileConfig::Dense(t)) => {
                 let (s, f) = certified_entry_names(spec, t);
-                vec![s, f, certified_selected_entry(spec, t)]
+                vec![
+                    s,
+                    f,
+                    certified_selected_entry(spec, t),
+                    certified_rest_entry(spec, t),
+                ]
             }
             _ => unreachable!("checked above"),
         })

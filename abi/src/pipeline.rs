@@ -129,8 +129,10 @@ pub enum DecodeKind {
     /// The sketch-certified superset of the support (`select_certified` + `decode_certified`).
     Certified,
     /// [`DecodeKind::Certified`] over the pages in `sel_pages`/`sel_count` that
-    /// [`certified_prune_calls`] kept (`select_certified_sel` + `decode_certified`): exact as
-    /// long as the selection holds every page with a support token, which the pruning proves.
+    /// [`certified_prune_calls`] kept (`select_certified_rest` for the pairs that kept more than
+    /// 3/4 of their pages, `select_certified_sel` for the others, then `decode_certified`):
+    /// exact as long as the selection holds every page with a support token, which the
+    /// pruning proves.
     CertifiedSelected,
 }
 
@@ -158,6 +160,12 @@ pub fn certified_entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, Str
 /// `select_certified_sel__<spec+sketch>__<tile>` (its finish pass is `decode_certified`).
 pub fn certified_selected_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
     format!("select_certified_sel__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
+/// Entry name of the certified full walk over the (sequence, KV head) pairs whose pruning kept
+/// most pages: `select_certified_rest__<spec+sketch>__<tile>`.
+pub fn certified_rest_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
+    format!("select_certified_rest__{}__{}", spec.sketch_tag(), tile.tag())
 }
 
 /// One decode step over the paged cache. `max_tokens` bounds the tokens any (sequence, KV
@@ -267,21 +275,28 @@ pub fn decode_calls(
         }
     };
     a2.extend(tail);
-    Ok(PipelinePlan {
-        calls: vec![
-            CallPlan {
-                entry: score,
-                geometry: score_geom,
-                args: a1,
-            },
-            CallPlan {
-                entry: finish,
-                geometry: finish_geom,
-                args: a2,
-            },
-        ],
-        buffers,
-    })
+    let mut calls = Vec::new();
+    if kind == DecodeKind::CertifiedSelected {
+        // The full walk of the pairs whose pruning kept most pages: the selected pass's
+        // arguments without `sel_pages`.
+        let args = a1.iter().filter(|a| **a != buf("sel_pages")).cloned().collect();
+        calls.push(CallPlan {
+            entry: certified_rest_entry(spec, tile),
+            geometry: score_geom,
+            args,
+        });
+    }
+    calls.push(CallPlan {
+        entry: score,
+        geometry: score_geom,
+        args: a1,
+    });
+    calls.push(CallPlan {
+        entry: finish,
+        geometry: finish_geom,
+        args: a2,
+    });
+    Ok(PipelinePlan { calls, buffers })
 }
 
 /// The workspace and outputs of one decode with workspace `ws`.

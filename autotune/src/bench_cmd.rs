@@ -819,7 +819,7 @@ mod tests {
             "--workload",
             "peaked",
             "--methods",
-            "dense,topk,gaussian,certified,auto,softmax-topk",
+            "dense,topk,gaussian,certified,certified-pruned,auto,softmax-topk",
         ])
         .unwrap();
         assert_eq!(BenchWorkload::named(&a.workload).unwrap(), peaked);

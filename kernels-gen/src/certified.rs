@@ -51,25 +51,54 @@ pub use entkv_abi::pipeline::certified_entry_names as entry_names;
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
 /// cand_bound, max_pages, chunks_per_split`.
 pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    score_pass(spec, tile, false)
+    score_pass(spec, tile, Walk::Full)
 }
 
 /// `select_certified_sel`: [`select_kernel`] over the pages in `sel_pages`/`sel_count` (the last
-/// page last), iteration index `c` standing for token `c mod P` of selected page `⌊c/P⌋`.
-/// Parameters: `q, k_pool, block_table, seq_lens, sel_pages, sel_count, meta_bounds, sketch,
+/// page last), iteration index `c` standing for token `c mod P` of selected page `⌊c/P⌋`, for
+/// the (sequence, KV head) pairs whose selection is short ([`Walk::Selected`]). Parameters:
+/// `q, k_pool, block_table, seq_lens, sel_pages, sel_count, meta_bounds, sketch,
 /// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, max_pages,
 /// chunks_per_split`.
 pub fn selected_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    score_pass(spec, tile, true)
+    score_pass(spec, tile, Walk::Selected)
 }
 
-fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kernel, KernelGenError> {
+/// `select_certified_rest`: [`select_kernel`] for the (sequence, KV head) pairs whose selection
+/// is long ([`Walk::Rest`]). Parameters: those of [`select_kernel`] with `sel_count` after
+/// `seq_lens`.
+pub fn rest_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    score_pass(spec, tile, Walk::Rest)
+}
+
+/// Which tokens a certified score pass walks. After page pruning both [`Walk::Selected`] and
+/// [`Walk::Rest`] run, each on the (sequence, KV head) pairs the other skips: where the pruning
+/// kept more than 3/4 of the pages, the full walk (four CTAs per SM, no selection lookups;
+/// 1.3× faster per token at 1M, results/2026-11-30-pruned) beats the selected one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Walk {
+    /// Every token of every sequence (`select_certified`).
+    Full,
+    /// The selected pages of the pairs that kept at most 3/4 of their pages.
+    Selected,
+    /// Every token of the pairs that kept more.
+    Rest,
+}
+
+/// Whether the selected walk takes a (sequence, KV head) pair whose pruning kept `kept` of its
+/// `pages` pages (i32): at most 3/4 of them.
+fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
+    (kept * 4i32).le(pages * 3i32)
+}
+
+fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
     tile.check(ds)?;
-    let name = if selected {
-        entkv_abi::pipeline::certified_selected_entry(spec, tile)
-    } else {
-        entry_names(spec, tile).0
+    let selected = walk_kind == Walk::Selected;
+    let name = match walk_kind {
+        Walk::Full => entry_names(spec, tile).0,
+        Walk::Selected => entkv_abi::pipeline::certified_selected_entry(spec, tile),
+        Walk::Rest => entkv_abi::pipeline::certified_rest_entry(spec, tile),
     };
     let mut k = KernelBuilder::new(name, tile.threads);
     if tile.score_min_blocks > 0 {
@@ -88,12 +117,9 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kern
     let keys = k.buffer("k_pool", kv, Access::Read);
     let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
-    let sel = selected.then(|| {
-        (
-            k.buffer("sel_pages", Scalar::I32, Access::Read),
-            k.buffer("sel_count", Scalar::I32, Access::Read),
-        )
-    });
+    let sel_pages = selected.then(|| k.buffer("sel_pages", Scalar::I32, Access::Read));
+    let sel_count = (walk_kind != Walk::Full).then(|| k.buffer("sel_count", Scalar::I32, Access::Read));
+    let sel = sel_pages.zip(sel_count);
     let bounds_buf = k.buffer("meta_bounds", kv, Access::Read);
     let sketch = k.buffer("sketch", Scalar::U32, Access::Read);
     let slopes = spec
@@ -129,6 +155,12 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kern
         Layout::Paged { page_size: p }
     };
     let src = TokenSource::new(&mut k, layout, ds.head_dim, b, kvh, kv_heads, None, Some(pages));
+    let walk_gate = sel_count.map(|count| {
+        let kept = count.at(b.i64() * kv_heads.i64() + kvh.i64());
+        let pages = (src.seq_len + (p as i64 - 1)) / p as i64;
+        let takes = selected_walk_takes(kept, pages.i32());
+        k.let_("walks_row", if selected { takes } else { takes.not() })
+    });
     let lanes = Lanes::new(&mut k, ds, tile);
     let owner = k.let_("owner", lanes.sub.eq_(0u32));
     let qr = load_queries(&mut k, ds, &lanes, q, slopes, b, kvh, q_heads);
@@ -142,7 +174,14 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kern
     };
     let chunk_len = tile.chunk_len();
     let split_len = k.let_("split_len", chunks.i64() * chunk_len as i64);
-    let c_split = k.let_("c_split", split.i64() * split_len);
+    // Which iteration indices this split walks: its plan's range for the full walk, a run of
+    // the chunks the selection has for the selected one (a pruned selection of 0.5% of the
+    // pages spreads over the splits instead of one CTA walking all of it).
+    let (c_split, c_end) = if selected {
+        src.selection_run(&mut k, split, splits, chunks.e(), chunk_len)
+    } else {
+        (k.let_("c_split", split.i64() * split_len), src.len)
+    };
     let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
     };
@@ -229,43 +268,51 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, selected: bool) -> Result<Kern
             }
         }
     };
-    k.if_(c_split.lt(src.len), |k| load_chunk(k, c_split));
-    k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
-        let chunk = k.let_("chunk_i", chunk);
-        let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
-        k.if_(c0.lt(src.len), |k| {
-            ctx.page_terms(k, &qr, c0);
-            // Only the chunk that reaches the last page (never sketched) scores tokens exactly
-            // from K; every other chunk reads the sketch alone (block-uniform branch).
-            let score = |k: &mut KernelBuilder, exact_tail: bool| {
-                for (r, tok) in tokens.iter().enumerate() {
-                    for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, exact_tail).into_iter().enumerate() {
-                        k.assign(bounds[g][r].0, lb);
-                        k.assign(bounds[g][r].1, ub);
+    // A (sequence, KV head) whose pruning kept most pages is walked in full by
+    // `select_certified_rest` (see [`Walk`]); the other pass skips it (CTA-uniform), stream
+    // flush included, so each workspace segment has one writer.
+    let walk = |k: &mut KernelBuilder| {
+        k.if_(c_split.lt(c_end), |k| load_chunk(k, c_split));
+        k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
+            let chunk = k.let_("chunk_i", chunk);
+            let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
+            k.if_(c0.lt(c_end), |k| {
+                ctx.page_terms(k, &qr, c0);
+                // Only the chunk that reaches the last page (never sketched) scores tokens exactly
+                // from K; every other chunk reads the sketch alone (block-uniform branch).
+                let score = |k: &mut KernelBuilder, exact_tail: bool| {
+                    for (r, tok) in tokens.iter().enumerate() {
+                        for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, exact_tail).into_iter().enumerate()
+                        {
+                            k.assign(bounds[g][r].0, lb);
+                            k.assign(bounds[g][r].1, ub);
+                        }
+                        k.assign(positions[r], tok.t);
                     }
-                    k.assign(positions[r], tok.t);
-                }
-            };
-            let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
-            k.if_else(tail, |k| score(k, true), |k| score(k, false));
-            let c1 = k.let_("c1", c0 + chunk_len as i64);
-            k.if_((chunk + 1i32).lt(chunks).and(c1.lt(src.len)), |k| {
-                load_chunk(k, c1)
+                };
+                let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
+                k.if_else(tail, |k| score(k, true), |k| score(k, false));
+                let c1 = k.let_("c1", c0 + chunk_len as i64);
+                k.if_((chunk + 1i32).lt(chunks).and(c1.lt(c_end)), |k| load_chunk(k, c1));
+                stream.push(
+                    k,
+                    &ChunkScores {
+                        bounds: bounds.clone(),
+                        position: &|_, r| positions[r].e(),
+                        owner,
+                    },
+                );
             });
-            stream.push(
-                k,
-                &ChunkScores {
-                    bounds: bounds.clone(),
-                    position: &|_, r| positions[r].e(),
-                    owner,
-                },
-            );
         });
-    });
+        stream.finish(k, &seg_index);
+    };
+    match walk_gate {
+        Some(gate) => k.if_(gate, walk),
+        None => walk(&mut k),
+    }
     if let Some(e) = err.take() {
         return Err(e);
     }
-    stream.finish(&mut k, &seg_index);
     Ok(k.finish()?)
 }
 

@@ -12,7 +12,7 @@ use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scr
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{chunk_offset, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{paged_decode_entry_names, DType, DecodeSpec, DenseTile, PagedSpec, SPARSE_MIN_RUN};
+use entkv_abi::{paged_decode_entry_names, DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Score pass: grid (splits, kv heads, batch). Parameters, in order:
@@ -110,25 +110,7 @@ pub fn score_kernel(
     let staged = src.chunk_pages(&mut k, chunk_len);
     // Which chunks this split walks: [c_first, c_end) in iteration indices.
     let (c_first, c_end) = if staged.is_some() {
-        // The plan is sized for the longest possible selection (it is made without reading
-        // the GPU's selection counts), so the chunks this (sequence, KV head) actually has
-        // are cut into runs here: split s takes chunks [s·r, s·r + r). With
-        // r = ⌈have / splits⌉ a short selection spreads over the splits instead of piling
-        // onto the first ones; r never drops below SPARSE_MIN_RUN chunks (unless the plan's
-        // own runs are shorter) because a split's later chunks are pruned by the bound of its
-        // earlier ones, and one-chunk runs leave many more candidates for the finish pass (on
-        // page-coherent keys most splits hold no support at all). r ≤ chunks_per_split, so a
-        // run fits its split's workspace.
-        let len_chunks = (src.len + (chunk_len as i64 - 1)) / chunk_len as i64;
-        let planned = splits.i64() * chunks.clone().i64();
-        let have = k.let_("have", len_chunks.min(planned).i32());
-        let run = (have + (splits.i32() - 1i32)) / splits.i32();
-        let run = k.let_("run", run.max(chunks.clone().min(SPARSE_MIN_RUN as i32)));
-        let c_lo = k.let_("c_lo", (split.i32() * run).i64());
-        (
-            k.let_("c_first", c_lo * chunk_len as i64),
-            k.let_("c_end", (c_lo + run.i64()).min(have.i64()) * chunk_len as i64),
-        )
+        src.selection_run(&mut k, split, splits, chunks.clone(), chunk_len)
     } else {
         // Every sequence of a dense walk is as long as planned or shorter: contiguous splits.
         (k.let_("c_first", split.i64() * split_len), src.len)

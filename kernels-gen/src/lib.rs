@@ -95,6 +95,7 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         kernels: vec![
             certified::select_kernel(spec, &cert)?,
             certified::selected_select_kernel(spec, &cert)?,
+            certified::rest_select_kernel(spec, &cert)?,
         ],
     });
     out.push(KernelModule {
@@ -159,6 +160,7 @@ pub fn family_kernels(
             certified::select_kernel(spec, t)?,
             certified::decode_kernel(spec, t)?,
             certified::selected_select_kernel(spec, t)?,
+            certified::rest_select_kernel(spec, t)?,
         ],
         _ => unreachable!("TileConfig::check matched family and tile"),
     })

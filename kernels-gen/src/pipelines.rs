@@ -74,6 +74,7 @@ pub fn decode_pipeline(
             certified::decode_kernel(spec, tile)?,
         ],
         DecodeKind::CertifiedSelected => vec![
+            certified::rest_select_kernel(spec, tile)?,
             certified::selected_select_kernel(spec, tile)?,
             certified::decode_kernel(spec, tile)?,
         ],

@@ -6,7 +6,7 @@
 //! element offset of its K/V row (`[batch, kv_heads, n, d]`, or through the block table into the
 //! page pools of `entkv_abi::paged`).
 
-use entkv_abi::{DecodeSpec, DenseTile};
+use entkv_abi::{DecodeSpec, DenseTile, SPARSE_MIN_RUN};
 use entkv_dsl::*;
 
 /// How the cache is laid out and which tokens are visited.
@@ -128,6 +128,36 @@ impl TokenSource {
             }
             _ => ip,
         }
+    }
+
+    /// The iteration indices `[c_first, c_end)` split `split` of `splits` walks over a
+    /// selection. The plan is sized for the longest possible selection (it is made without
+    /// reading the GPU's selection counts), so the chunks this (sequence, KV head) actually has
+    /// are cut into runs here: split s takes chunks `[s·r, s·r + r)`. With
+    /// `r = ⌈have / splits⌉` a short selection spreads over the splits instead of piling onto
+    /// the first ones; r never drops below `SPARSE_MIN_RUN` chunks (unless the plan's own runs
+    /// are shorter) because a split's later chunks are pruned by the bound of its earlier ones,
+    /// and one-chunk runs leave many more candidates for the finish pass (on page-coherent keys
+    /// most splits hold no support at all). `r ≤ chunks_per_split`, so a run fits its split's
+    /// workspace.
+    pub fn selection_run(
+        &self,
+        k: &mut KernelBuilder,
+        split: Var,
+        splits: Var,
+        chunks_per_split: Expr,
+        chunk_len: u32,
+    ) -> (Var, Var) {
+        let len_chunks = (self.len + (chunk_len as i64 - 1)) / chunk_len as i64;
+        let planned = splits.i64() * chunks_per_split.clone().i64();
+        let have = k.let_("have", len_chunks.min(planned).i32());
+        let run = (have + (splits.i32() - 1i32)) / splits.i32();
+        let run = k.let_("run", run.max(chunks_per_split.min(SPARSE_MIN_RUN as i32)));
+        let c_lo = k.let_("c_lo", (split.i32() * run).i64());
+        (
+            k.let_("c_first", c_lo * chunk_len as i64),
+            k.let_("c_end", (c_lo + run.i64()).min(have.i64()) * chunk_len as i64),
+        )
     }
 
     /// Whether iteration index `c` is a token of the sequence.
