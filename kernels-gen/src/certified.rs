@@ -174,14 +174,13 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
     };
     let chunk_len = tile.chunk_len();
     let split_len = k.let_("split_len", chunks.i64() * chunk_len as i64);
-    // Which iteration indices this split walks: its plan's range for the full walk, a run of
-    // the chunks the selection has for the selected one (a pruned selection of 0.5% of the
-    // pages spreads over the splits instead of one CTA walking all of it).
-    let (c_split, c_end) = if selected {
-        src.selection_run(&mut k, split, splits, chunks.e(), chunk_len)
-    } else {
-        (k.let_("c_split", split.i64() * split_len), src.len)
-    };
+    // Which iteration indices this split walks: its plan's range, for the selected walk too.
+    // Dealing a short selection out in runs over the splits (`TokenSource::selection_run`, as
+    // the sparse decode does) measured slower on `peaked` at 1M (score + finish 0.18 → 0.33 ms,
+    // results/2026-11-30-pruned/runs-63a44dc): each run's bound sees two chunks, so the finish
+    // pass gets many more candidates; one CTA walking the whole short selection prunes it.
+    let c_split = k.let_("c_split", split.i64() * split_len);
+    let c_end = src.len;
     let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
     };
