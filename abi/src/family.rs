@@ -129,7 +129,8 @@ impl TileConfig {
         }
     }
 
-    /// Entry names of `family` with this tile, in launch order.
+    /// Entry names of `family` with this tile: its own pipeline's in launch order, then those
+    /// page pruning adds (`page_bounds`, `select_pruned`, `select_certified_sel`/`_rest`).
     pub fn entries(&self, family: KernelFamily, spec: &PagedSpec) -> Result<Vec<String>, SpecError> {
         self.check(family, spec)?;
         use KernelFamily as F;

@@ -417,6 +417,16 @@ pub fn meta_update_calls(
     })
 }
 
+/// The leading arguments of a pass over every page's metadata `meta`: `q`, `meta`,
+/// `block_table`, `seq_lens` (and `alibi_slopes` with ALiBi).
+fn page_pass_args(spec: &PagedSpec, meta: &str) -> Vec<ArgRef> {
+    let mut a = vec![buf("q"), buf(meta), buf("block_table"), buf("seq_lens")];
+    if spec.alibi {
+        a.push(buf("alibi_slopes"));
+    }
+    a
+}
+
 fn selection_buffers(shape: &PagedShape) -> [BufferSpec; 2] {
     [
         BufferSpec::new("sel_pages", Elem::I32, shape.selection_elems()),
@@ -435,10 +445,7 @@ pub fn topk_select_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = vec![buf("q"), buf("meta_bounds"), buf("block_table"), buf("seq_lens")];
-    if spec.alibi {
-        a1.push(buf("alibi_slopes"));
-    }
+    let mut a1 = page_pass_args(spec, "meta_bounds");
     a1.extend([buf("page_scores"), ArgRef::I32(shape.max_pages as i32)]);
     let mut buffers = vec![BufferSpec::new(
         "page_scores",
@@ -483,10 +490,7 @@ pub fn certified_prune_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = vec![buf("q"), buf("meta_bounds"), buf("block_table"), buf("seq_lens")];
-    if spec.alibi {
-        a1.push(buf("alibi_slopes"));
-    }
+    let mut a1 = page_pass_args(spec, "meta_bounds");
     a1.extend([
         buf("page_ub"),
         buf("page_lb"),
@@ -602,10 +606,7 @@ pub fn gaussian_select_calls(
     let ws = gaussian_workspace(spec, mtile, shape);
     let (tau, sbar, select) = gauss_entry_names(spec, gtile);
     let mp = shape.max_pages as i32;
-    let mut margs = vec![buf("q"), buf("meta_moments"), buf("block_table"), buf("seq_lens")];
-    if spec.alibi {
-        margs.push(buf("alibi_slopes"));
-    }
+    let mut margs = page_pass_args(spec, "meta_moments");
     margs.extend([
         buf("page_mu"),
         buf("page_sigma"),
