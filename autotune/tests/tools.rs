@@ -258,7 +258,7 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
     );
     fails_with(
         entkv().args(["bench", "--bundle", b, "--methods", "dense,sdpa"]),
-        &["unknown method `sdpa` (dense, topk, gaussian, certified, auto, softmax-topk)"],
+        &["unknown method `sdpa` (dense, topk, gaussian, certified, certified-pruned, auto, softmax-topk)"],
     );
     fails_with(
         entkv().args(["bench", "--bundle", b, "--sweep", "--n", "4096"]),
@@ -285,7 +285,7 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
                 "--n",
                 "32768",
                 "--methods",
-                "dense,topk,gaussian,certified,auto,softmax-topk",
+                "dense,topk,gaussian,certified,certified-pruned,auto,softmax-topk",
             ]),
             &["no usable GPU"],
         );
