@@ -100,14 +100,6 @@ impl DenseTile {
         }
     }
 
-    /// Rows of d·G ≥ [`WIDE_ROW_DIMS`] with G ≤ 4 (that is d = 128, G = 4: the `wide`
-    /// workload; at G = 8 this layout spills, local ptxas 12.9). Keeping q slices
-    /// near 32 registers there means 16 lanes a token and 48-token chunks, so the per-chunk
-    /// reductions and barriers dominate (255 µs a step at 8k). The tuner's best on the H200
-    /// (results/2026-11-30-wide) holds 128 q floats a lane instead (d·G/128 lanes a token,
-    /// ~210 registers) in 128-thread CTAs with six tokens a lane group: 192-token chunks,
-    /// 108 µs at 8k and 2.3× faster at 1M; one Newton step a chunk then 1.7× faster again
-    /// (results/2026-11-30-wide).
     /// The contiguous-cache decode's tile: [`DenseTile::default_for`], except that GQA 2 at
     /// d = 32 keeps two lanes a token. Its score pass holds a 64-bit row offset a token, and
     /// with one lane it spills 8 bytes at two CTAs per SM (local ptxas 12.9, every α and dtype).
@@ -123,6 +115,14 @@ impl DenseTile {
         }
     }
 
+    /// Rows of d·G ≥ [`WIDE_ROW_DIMS`] with G ≤ 4 (that is d = 128, G = 4: the `wide`
+    /// workload; at G = 8 this layout spills, local ptxas 12.9). Keeping q slices
+    /// near 32 registers there means 16 lanes a token and 48-token chunks, so the per-chunk
+    /// reductions and barriers dominate (255 µs a step at 8k). The tuner's best on the H200
+    /// (results/2026-11-30-wide) holds 128 q floats a lane instead (d·G/128 lanes a token,
+    /// ~210 registers) in 128-thread CTAs with six tokens a lane group: 192-token chunks,
+    /// 108 µs at 8k and 2.3× faster at 1M; one Newton step a chunk then 1.7× faster again
+    /// (results/2026-11-30-wide).
     fn default_wide(spec: &DecodeSpec) -> DenseTile {
         DenseTile {
             threads: 128,

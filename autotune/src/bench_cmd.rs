@@ -56,7 +56,8 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "n")]
     pub sweep: bool,
     /// Methods, comma-separated: dense, topk (a quarter of the pages), gaussian, certified,
-    /// certified-pruned (certified after pruning the pages a certified bound rules out), auto (the engine's pick of dense or certified at each length, from the bundle's tuned
+    /// certified-pruned (certified after pruning the pages a certified bound rules out), auto
+    /// (the engine's pick of dense or certified at each length, from the bundle's tuned
     /// timings), softmax-topk (the Quest baseline: top-k's selection, softmax over the selected
     /// pages).
     #[arg(long, value_delimiter = ',', default_values = ["dense", "topk", "gaussian", "certified"])]

@@ -265,26 +265,24 @@ pub mod step_bytes {
     /// (min and max give the sketch's step), the last page's K (scored exactly), K of the kept
     /// rows (rescored exactly), V at the support.
     pub fn certified(s: &StepSizes, kept_rows: u64, support_rows: u64) -> u64 {
-        let sketch = s.scored_pages() * s.page_size * s.head_dim * s.sketch_bits / 8;
-        let bounds = box_bounds(s);
-        let last_page = s.kv_rows() * (s.n - (s.pages() - 1) * s.page_size) * s.row();
-        sketch + bounds + last_page + (kept_rows + support_rows) * s.row() + s.io()
+        certified_over(s, s.scored_pages(), kept_rows, support_rows)
     }
 
     /// Certified-exact after page pruning: both bounds of every scored page (the pruning pass),
-    /// then what [`certified`] moves for the selected pages only: their sketch and bounds (again:
-    /// the score pass reads them for the sketch's step), the last page's K, K of the kept rows,
-    /// V at the support.
+    /// then what [`certified`] moves for the selected full pages only (their bounds again: the
+    /// score pass reads them for the sketch's step).
     pub fn certified_pruned(s: &StepSizes, selected_pages: u64, kept_rows: u64, support_rows: u64) -> u64 {
         let selected_full = selected_pages.saturating_sub(s.kv_rows());
-        let sketch = selected_full * s.page_size * s.head_dim * s.sketch_bits / 8;
+        box_bounds(s) + certified_over(s, selected_full, kept_rows, support_rows)
+    }
+
+    /// The certified score pass over `full_pages` sketched pages (sketch and both bounds of
+    /// each), the last page's K, K of the kept rows, V at the support, q and the output.
+    fn certified_over(s: &StepSizes, full_pages: u64, kept_rows: u64, support_rows: u64) -> u64 {
+        let sketch = full_pages * s.page_size * s.head_dim * s.sketch_bits / 8;
+        let bounds = full_pages * 2 * s.row();
         let last_page = s.kv_rows() * (s.n - (s.pages() - 1) * s.page_size) * s.row();
-        box_bounds(s)
-            + sketch
-            + selected_full * 2 * s.row()
-            + last_page
-            + (kept_rows + support_rows) * s.row()
-            + s.io()
+        sketch + bounds + last_page + (kept_rows + support_rows) * s.row() + s.io()
     }
 
     /// Softmax top-k (Quest): the same box bounds as top-k, K and V of every selected token

@@ -341,27 +341,18 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             finish_capacity: 64,
             ..tile
         };
-        for pruned in [false, true] {
-            v.push(Box::new(CertifiedCheck {
-                case: case.clone(),
-                tile,
-                sm_count: 132,
-                pruned,
-            }));
+        // The default tile, then small tiles on a small assumed GPU (several chunks and splits;
+        // on the pruned path chunks span several selected, non-adjacent pages).
+        for (tile, sm_count) in [(tile, 132), (small, 1)] {
+            for pruned in [false, true] {
+                v.push(Box::new(CertifiedCheck {
+                    case: case.clone(),
+                    tile,
+                    sm_count,
+                    pruned,
+                }));
+            }
         }
-        v.push(Box::new(CertifiedCheck {
-            case: case.clone(),
-            tile: small,
-            sm_count: 1,
-            pruned: false,
-        }));
-        // Small tiles on the pruned path: chunks span several selected, non-adjacent pages.
-        v.push(Box::new(CertifiedCheck {
-            case,
-            tile: small,
-            sm_count: 1,
-            pruned: true,
-        }));
     }
     v
 }

@@ -616,18 +616,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
             }
             keeps.push((p, any));
         }
-        let cnt = keeps
-            .iter()
-            .fold(i32c(0), |acc, (_, kp)| acc + select(*kp, 1i32, 0i32));
-        let (excl, total) = k.block_exclusive_scan(cnt, scan);
-        let pos = k.let_("pos", written + excl);
-        for (p, kp) in &keeps {
-            k.if_(*kp, |k| {
-                k.store(sel_pages, out_row + pos.i64(), *p);
-                k.assign(pos, pos + 1i32);
-            });
-        }
-        k.assign(written, written + total);
+        crate::topk::append_kept(k, &keeps, scan, sel_pages, out_row, written);
     });
     k.if_(tid.eq_(0u32), |k| {
         k.store(sel_pages, out_row + written.i64(), pages - 1i32);

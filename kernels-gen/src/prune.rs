@@ -15,7 +15,7 @@
 //! cluster (`peaked`: a few pages aligned with the query) this keeps the aligned pages alone;
 //! on iid keys page boxes are wide and every page stays.
 
-use crate::topk::pages_of;
+use crate::topk::{append_kept, pages_of};
 use crate::KernelGenError;
 use entkv_abi::{select_pruned_entry, PagedSpec, SelectTopkTile};
 use entkv_dsl::*;
@@ -72,24 +72,14 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     k.for_("base", 0i32, n, sweep, |k, base| {
         let first = k.let_("first", base + (tid * items).i32());
         let mut keeps = Vec::new();
-        let mut count = i32c(0);
         for r in 0..items as i32 {
             let j = k.let_("j", first + r);
             let valid = k.let_("valid", j.lt(n));
             let u = k.let_("ubx", ub.at(row + select(valid, j, 0i32).i64()));
             let keep = k.let_("keep", valid.and(u.le(tau_low).not()));
-            count = count + select(keep, 1i32, 0i32);
             keeps.push((j, keep));
         }
-        let (excl, total) = k.block_exclusive_scan(count, scan);
-        let pos = k.let_("pos", written + excl);
-        for (j, keep) in keeps {
-            k.if_(keep, |k| {
-                k.store(sel_pages, row + pos.i64(), j);
-                k.assign(pos, pos + 1i32);
-            });
-        }
-        k.assign(written, written + total);
+        append_kept(k, &keeps, scan, sel_pages, row, written);
     });
     k.if_(tid.eq_(0u32), |k| {
         // The last page (no bounds: it is still filling) is always kept, last.

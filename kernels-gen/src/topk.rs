@@ -65,6 +65,32 @@ pub fn modules_with(
     ])
 }
 
+/// Append one sweep's kept pages to a selection row in page order: `keeps` holds this
+/// thread's (page, kept) pairs, consecutive pages in thread order; a block scan of the kept
+/// counts places them after the `written` pages of earlier sweeps, and `written` grows by the
+/// sweep's total. `scan` is the block scan's shared scratch.
+pub(crate) fn append_kept(
+    k: &mut KernelBuilder,
+    keeps: &[(Var, Var)],
+    scan: Buf,
+    sel_pages: Buf,
+    row: Var,
+    written: Var,
+) {
+    let count = keeps.iter().fold(entkv_dsl::i32c(0), |acc, (_, kept)| {
+        acc + entkv_dsl::select(*kept, 1i32, 0i32)
+    });
+    let (excl, total) = k.block_exclusive_scan(count, scan);
+    let pos = k.let_("pos", written + excl);
+    for (page, kept) in keeps {
+        k.if_(*kept, |k| {
+            k.store(sel_pages, row + pos.i64(), *page);
+            k.assign(pos, pos + 1i32);
+        });
+    }
+    k.assign(written, written + total);
+}
+
 /// `n` consecutive elements of `buf` from `index` (a multiple of the vector length) as 16-byte
 /// (or shorter, when `n` is smaller) vector loads.
 pub(crate) fn load_run(k: &mut KernelBuilder, name: &str, buf: Buf, index: Expr, n: u32) -> Vec<Var> {

@@ -276,6 +276,33 @@ impl DecodePlanner {
         }
     }
 
+    /// The page selection of the methods built on box bounds, with the tiles of a
+    /// `page_score_box` row (`a`) and a `select_topk` row (`b`): top-k's budget pages, or the
+    /// certified decode's page pruning.
+    fn box_selection(
+        &self,
+        method: Method,
+        a: &TileConfig,
+        b: &TileConfig,
+        shape: &PagedShape,
+    ) -> Result<PipelinePlan, EngineError> {
+        let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a, b) else {
+            return Err(tile_mismatch(KernelFamily::SelectTopk, b));
+        };
+        Ok(match method {
+            Method::TopK { budget_pages } => {
+                topk_select_calls(&self.spec, bt, st, shape, budget_pages as i32)?
+            }
+            Method::CertifiedPruned => certified_prune_calls(&self.spec, bt, st, shape)?,
+            other => {
+                return Err(EngineError::Internal(format!(
+                    "`{}` has no box-bound page selection",
+                    other.name()
+                )))
+            }
+        })
+    }
+
     /// Every buffer any plan of this problem may write, at its largest (batch `max_batch`,
     /// sequences of `max_pages` pages, every tile the bundle has for the families).
     fn workspace_bound(&self) -> Result<Vec<BufferSpec>, EngineError> {
@@ -306,25 +333,10 @@ impl DecodePlanner {
             }
         }
         match p.method {
-            Method::CertifiedPruned => {
+            Method::TopK { .. } | Method::CertifiedPruned => {
                 for a in self.rows(KernelFamily::PageScoreBox) {
                     for b in self.rows(KernelFamily::SelectTopk) {
-                        let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a.tile, b.tile) else {
-                            return Err(tile_mismatch(KernelFamily::SelectTopk, &b.tile));
-                        };
-                        out.extend(certified_prune_calls(&self.spec, &bt, &st, &shape)?.buffers);
-                    }
-                }
-            }
-            Method::TopK { budget_pages } => {
-                for a in self.rows(KernelFamily::PageScoreBox) {
-                    for b in self.rows(KernelFamily::SelectTopk) {
-                        let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a.tile, b.tile) else {
-                            return Err(tile_mismatch(KernelFamily::SelectTopk, &b.tile));
-                        };
-                        out.extend(
-                            topk_select_calls(&self.spec, &bt, &st, &shape, budget_pages as i32)?.buffers,
-                        );
+                        out.extend(self.box_selection(p.method, &a.tile, &b.tile, &shape)?.buffers);
                     }
                 }
             }
@@ -424,10 +436,7 @@ impl DecodePlanner {
             }
             Method::CertifiedPruned => {
                 let (a, b) = (pick(KernelFamily::PageScoreBox)?, pick(KernelFamily::SelectTopk)?);
-                let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a.tile, b.tile) else {
-                    return Err(tile_mismatch(KernelFamily::SelectTopk, &b.tile));
-                };
-                let prune = certified_prune_calls(&self.spec, &bt, &st, &shape)?;
+                let prune = self.box_selection(method, &a.tile, &b.tile, &shape)?;
                 let row = pick(KernelFamily::DecodeCertified)?;
                 // Planned for every page kept (the selection's size is known on the GPU only).
                 let plan = prune.then(decode(DecodeKind::CertifiedSelected, &row, tokens)?);
@@ -436,10 +445,7 @@ impl DecodePlanner {
             }
             Method::TopK { budget_pages } => {
                 let (a, b) = (pick(KernelFamily::PageScoreBox)?, pick(KernelFamily::SelectTopk)?);
-                let (TileConfig::BoxScore(bt), TileConfig::SelectTopk(st)) = (a.tile, b.tile) else {
-                    return Err(tile_mismatch(KernelFamily::SelectTopk, &b.tile));
-                };
-                let select = topk_select_calls(&self.spec, &bt, &st, &shape, budget_pages as i32)?;
+                let select = self.box_selection(method, &a.tile, &b.tile, &shape)?;
                 let row = pick(KernelFamily::DecodeSparse)?;
                 let most = pages.min(budget_pages as u64 + 1) * p.page_size as u64;
                 let plan = select.then(decode(DecodeKind::Sparse, &row, most)?);
