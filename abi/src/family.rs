@@ -27,7 +27,7 @@ pub enum KernelFamily {
     SelectTopk,
     /// `page_score_moments`: the Gaussian model's per-page μ, σ.
     PageScoreMoments,
-    /// `gauss_tau` + `gauss_sigma_bar` + `select_gaussian`.
+    /// `gauss_tau` + `select_gaussian`.
     SelectGaussian,
     /// `decode_dense_{score,finish}`: entmax over every page.
     DecodeDense,
@@ -147,8 +147,8 @@ impl TileConfig {
             }
             (F::PageScoreMoments, TileConfig::Moments(t)) => vec![page_score_moments_entry(spec, t)],
             (F::SelectGaussian, TileConfig::Gauss(t)) => {
-                let (a, b, c) = gauss_entry_names(spec, t);
-                vec![a, b, c]
+                let (a, b) = gauss_entry_names(spec, t);
+                vec![a, b]
             }
             (F::DecodeDense, TileConfig::Dense(t)) => {
                 let (s, f) = paged_decode_entry_names(spec, t, false);

@@ -1,4 +1,4 @@
-//! The Gaussian-aware page selector (spec §5): four kernels, their tile configurations,
+//! The Gaussian-aware page selector (spec §5): three kernels, their tile configurations,
 //! signatures, entry names, launch geometry, workspace, and the host-side constants.
 //!
 //! Pipeline of one decode step, all on the GPU, no host synchronisation:
@@ -19,12 +19,13 @@
 //!    ALiBi the page mixture `Σ_p P·E_{N(μ_p, σ_p²)}[g_α(S; τ̂)] = 1` — with a bracketed
 //!    Newton iteration on the logarithm of the left side. Writes
 //!    `head_stats[batch, q_heads, 4]` = (μ_g, σ_g, τ̂, mean σ_p).
-//! 3. `gauss_sigma_bar`, one block: `σ̄` = mean of `σ_g` over the (batch, head) pairs whose
-//!    sequence has a full page, and from it the margin coefficient `c_z` and `z_page`
-//!    (spec §5.4's automatic defaults), written to `sel_consts[4]` = (σ̄, c_z, z_page, heads
-//!    counted). The reference reads σ̄ back to the host (`.item()`, one sync per step); here it
-//!    never leaves the device.
-//! 4. `select_gaussian`, grid (kv heads, batch): the keep rule of spec §5.4 per query head,
+//! 3. `select_gaussian`, grid (kv heads, batch): every CTA first computes `σ̄` = mean of `σ_g`
+//!    over the (batch, head) pairs whose sequence has a full page, and from it the margin
+//!    coefficient `c_z` and `z_page` (spec §5.4's automatic defaults; CTA (0, 0) also writes
+//!    them to `sel_consts[4]` = (σ̄, c_z, z_page, heads counted)). The reference reads σ̄ back
+//!    to the host (`.item()`, one sync per step); here it never leaves the device, and
+//!    recomputing it per CTA (a mean over batch·q_heads values) costs less than the launch of
+//!    a kernel of its own. Then the keep rule of spec §5.4 per query head,
 //!    `(α−1)·(μ_p + z_page·σ_p) > τ_floor = τ̂ − (α−1)·Δ`, the union over the GQA group, the
 //!    kept pages packed ascending followed by the last page (`sel_pages`, `sel_count`, see
 //!    [`crate::paged`]), and per query head the threshold a "corrected" decode starts from
@@ -191,8 +192,6 @@ pub struct GaussTile {
     /// the moments tiles (the single-Gaussian solve is per head and scalar); with ALiBi every
     /// solver step is a pass over the head's pages.
     pub solve_threads: u32,
-    /// Threads of the one `gauss_sigma_bar` CTA.
-    pub reduce_threads: u32,
     /// Threads per CTA of `select_gaussian` (one CTA per KV head).
     pub select_threads: u32,
     /// Consecutive pages each selection thread tests per chunk.
@@ -203,7 +202,6 @@ impl GaussTile {
     pub fn default_for(spec: &PagedSpec) -> GaussTile {
         GaussTile {
             solve_threads: if spec.alibi { 256 } else { 32 },
-            reduce_threads: 256,
             select_threads: 256,
             // Long chunks (few block scans per sequence) within ~64 registers of page
             // statistics per thread: 16 (page, head) pairs.
@@ -211,18 +209,17 @@ impl GaussTile {
         }
     }
 
-    /// `s32_r256_t256_p8`.
+    /// `s32_t256_p8`.
     pub fn tag(&self) -> String {
         format!(
-            "s{}_r{}_t{}_p{}",
-            self.solve_threads, self.reduce_threads, self.select_threads, self.select_pages_per_thread
+            "s{}_t{}_p{}",
+            self.solve_threads, self.select_threads, self.select_pages_per_thread
         )
     }
 
     pub fn check(&self, spec: &PagedSpec) -> Result<(), SpecError> {
         const K: &str = "select_gaussian";
         check_threads(K, "solve_threads", self.solve_threads)?;
-        check_threads(K, "reduce_threads", self.reduce_threads)?;
         check_threads(K, "select_threads", self.select_threads)?;
         if !(1..=16).contains(&self.select_pages_per_thread) {
             return Err(bad_tile(K, "select_pages_per_thread must be in 1..=16".into()));
@@ -323,9 +320,9 @@ impl GaussianParams {
         })
     }
 
-    /// Scalar arguments of `gauss_sigma_bar` after `q_heads` and `batch`, in order:
-    /// z_page_low, z_page_high, sigma_switch, c_low, c_high.
-    pub fn sigma_bar_args(&self, c: &GaussianConstants) -> [f32; 5] {
+    /// The regime scalars of `select_gaussian` after `max_pages`, in order: z_page_low,
+    /// z_page_high, sigma_switch, c_low, c_high.
+    pub fn regime_args(&self, c: &GaussianConstants) -> [f32; 5] {
         [
             c.z_page_low as f32,
             c.z_page_high as f32,
@@ -335,7 +332,7 @@ impl GaussianParams {
         ]
     }
 
-    /// Float arguments of `select_gaussian` after `max_pages`: excess_fraction, excess_sigma,
+    /// Float arguments of `select_gaussian` after the regime scalars: excess_fraction, excess_sigma,
     /// then (after the i32 `clamp`) clamp_z and clamp_eps.
     pub fn select_args(&self, c: &GaussianConstants) -> ([f32; 2], i32, [f32; 2]) {
         (
@@ -478,10 +475,6 @@ pub fn gauss_tau_geometry(spec: &PagedSpec, tile: &GaussTile, shape: &PagedShape
     }
 }
 
-pub fn gauss_sigma_bar_geometry(tile: &GaussTile) -> LaunchGeometry {
-    LaunchGeometry::linear(1, tile.reduce_threads)
-}
-
 pub fn select_gaussian_geometry(tile: &GaussTile, shape: &PagedShape) -> LaunchGeometry {
     LaunchGeometry {
         grid: [shape.kv_heads, shape.batch, 1],
@@ -531,13 +524,11 @@ pub fn page_score_moments_entry(spec: &PagedSpec, tile: &MomentsTile) -> String 
     format!("page_score_moments__{}__{}", spec.tag(), tile.tag())
 }
 
-/// Entry names of the `select_gaussian` module: (`gauss_tau__…`, `gauss_sigma_bar__…`,
-/// `select_gaussian__…`).
-pub fn gauss_entry_names(spec: &PagedSpec, tile: &GaussTile) -> (String, String, String) {
+/// Entry names of the `select_gaussian` module: (`gauss_tau__…`, `select_gaussian__…`).
+pub fn gauss_entry_names(spec: &PagedSpec, tile: &GaussTile) -> (String, String) {
     let suffix = format!("{}__{}", spec.tag(), tile.tag());
     (
         format!("gauss_tau__{suffix}"),
-        format!("gauss_sigma_bar__{suffix}"),
         format!("select_gaussian__{suffix}"),
     )
 }
@@ -585,32 +576,22 @@ pub fn gauss_tau_signature() -> Vec<ArgSpec> {
     ]
 }
 
-pub fn gauss_sigma_bar_signature() -> Vec<ArgSpec> {
-    vec![
-        buf("head_stats", Elem::F32, false),
-        buf("seq_lens", Elem::I32, false),
-        buf("sel_consts", Elem::F32, true),
-        scalar("q_heads", ArgKind::I32),
-        scalar("batch", ArgKind::I32),
-        scalar("z_page_low", ArgKind::F32),
-        scalar("z_page_high", ArgKind::F32),
-        scalar("sigma_switch", ArgKind::F32),
-        scalar("c_low", ArgKind::F32),
-        scalar("c_high", ArgKind::F32),
-    ]
-}
-
 pub fn select_gaussian_signature() -> Vec<ArgSpec> {
     vec![
         buf("page_mu", Elem::F32, false),
         buf("page_sigma", Elem::F32, false),
         buf("head_stats", Elem::F32, false),
-        buf("sel_consts", Elem::F32, false),
         buf("seq_lens", Elem::I32, false),
+        buf("sel_consts", Elem::F32, true),
         buf("sel_pages", Elem::I32, true),
         buf("sel_count", Elem::I32, true),
         buf("tau_hat", Elem::F32, true),
         scalar("max_pages", ArgKind::I32),
+        scalar("z_page_low", ArgKind::F32),
+        scalar("z_page_high", ArgKind::F32),
+        scalar("sigma_switch", ArgKind::F32),
+        scalar("c_low", ArgKind::F32),
+        scalar("c_high", ArgKind::F32),
         scalar("excess_fraction", ArgKind::F32),
         scalar("excess_sigma", ArgKind::F32),
         scalar("clamp", ArgKind::I32),
@@ -708,8 +689,8 @@ mod tests {
         );
         assert_eq!(page_score_moments_signature(&s).len(), 9);
         assert_eq!(page_score_moments_signature(&spec(1.5, 32, 2, false)).len(), 8);
-        let (a, b, c) = gauss_entry_names(&s, &GaussTile::default_for(&s));
-        assert!(a.starts_with("gauss_tau__a1p5_d32_g2") && b.starts_with("gauss_sigma_bar__"));
+        let (a, c) = gauss_entry_names(&s, &GaussTile::default_for(&s));
+        assert!(a.starts_with("gauss_tau__a1p5_d32_g2") && a.ends_with("__s256_t256_p8"));
         assert!(c.starts_with("select_gaussian__") && c.contains("_alibi__"));
         assert!(page_score_moments_entry(&s, &t).starts_with("page_score_moments__"));
     }

@@ -10,9 +10,9 @@
 //! `out`, `tau`, `support`, `kept`; everything else is workspace.
 
 use crate::gaussian::{
-    check_gaussian_shape, gauss_entry_names, gauss_sigma_bar_geometry, gauss_tau_geometry,
-    gaussian_workspace, page_score_moments_entry, page_score_moments_geometry, select_gaussian_geometry,
-    GaussTile, GaussianParams, MomentsTile,
+    check_gaussian_shape, gauss_entry_names, gauss_tau_geometry, gaussian_workspace,
+    page_score_moments_entry, page_score_moments_geometry, select_gaussian_geometry, GaussTile,
+    GaussianParams, MomentsTile,
 };
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
 use crate::signature::Elem;
@@ -604,7 +604,7 @@ pub fn gaussian_select_calls(
     gtile.check(spec)?;
     let consts = params.constants(spec.page_size)?;
     let ws = gaussian_workspace(spec, mtile, shape);
-    let (tau, sbar, select) = gauss_entry_names(spec, gtile);
+    let (tau, select) = gauss_entry_names(spec, gtile);
     let mp = shape.max_pages as i32;
     let mut margs = page_pass_args(spec, "meta_moments");
     margs.extend([
@@ -614,7 +614,7 @@ pub fn gaussian_select_calls(
         ArgRef::I32(mp),
     ]);
     let mg = page_score_moments_geometry(mtile, shape);
-    let s = params.sigma_bar_args(&consts);
+    let regime = params.regime_args(&consts);
     let (fx, clamp, fc) = params.select_args(&consts);
     let mut buffers = vec![
         BufferSpec::new("page_mu", Elem::F32, ws.page_elems),
@@ -647,34 +647,23 @@ pub fn gaussian_select_calls(
                 ],
             },
             CallPlan {
-                entry: sbar,
-                geometry: gauss_sigma_bar_geometry(gtile),
-                args: vec![
-                    buf("head_stats"),
-                    buf("seq_lens"),
-                    buf("sel_consts"),
-                    ArgRef::I32(shape.q_heads(spec) as i32),
-                    ArgRef::I32(shape.batch as i32),
-                    ArgRef::F32(s[0]),
-                    ArgRef::F32(s[1]),
-                    ArgRef::F32(s[2]),
-                    ArgRef::F32(s[3]),
-                    ArgRef::F32(s[4]),
-                ],
-            },
-            CallPlan {
                 entry: select,
                 geometry: select_gaussian_geometry(gtile, shape),
                 args: vec![
                     buf("page_mu"),
                     buf("page_sigma"),
                     buf("head_stats"),
-                    buf("sel_consts"),
                     buf("seq_lens"),
+                    buf("sel_consts"),
                     buf("sel_pages"),
                     buf("sel_count"),
                     buf("tau_hat"),
                     ArgRef::I32(mp),
+                    ArgRef::F32(regime[0]),
+                    ArgRef::F32(regime[1]),
+                    ArgRef::F32(regime[2]),
+                    ArgRef::F32(regime[3]),
+                    ArgRef::F32(regime[4]),
                     ArgRef::F32(fx[0]),
                     ArgRef::F32(fx[1]),
                     ArgRef::I32(clamp),

@@ -1,6 +1,6 @@
 //! The Gaussian-aware page selector (spec §5; contract, geometry and deviations in
-//! `entkv_abi::gaussian`): `page_score_moments` (module `page_score`), then `gauss_tau`,
-//! `gauss_sigma_bar` and `select_gaussian` (module `select_gaussian`), their float64
+//! `entkv_abi::gaussian`): `page_score_moments` (module `page_score`), then `gauss_tau` and
+//! `select_gaussian` (module `select_gaussian`, which also computes σ̄), their float64
 //! references, and the suite checks.
 //!
 //! Notation: `a = α − 1`, `β = 1/a`, z-space = `a`·(score); `M_β(t) = E[(t + Z)_+^β]`
@@ -352,20 +352,16 @@ fn solve_threshold(
     (k.let_("s_tau", select(phase.eq_(2i32), x, f32c(f64::NAN))), it)
 }
 
-/// The kernels of module `select_gaussian`: `gauss_tau`, `gauss_sigma_bar`, `select_gaussian`.
+/// The kernels of module `select_gaussian`: `gauss_tau`, `select_gaussian`.
 pub fn select_module_kernels(spec: &PagedSpec, tile: &GaussTile) -> Result<Vec<Kernel>, KernelGenError> {
-    Ok(vec![
-        tau_kernel(spec, tile)?,
-        sigma_bar_kernel(spec, tile)?,
-        select_kernel(spec, tile)?,
-    ])
+    Ok(vec![tau_kernel(spec, tile)?, select_kernel(spec, tile)?])
 }
 
 /// `gauss_tau`: grid (q heads, batch).
 pub fn tau_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let tables = moment_tables(spec.decode.alpha)?;
-    let (name, _, _) = gauss_entry_names(spec, tile);
+    let (name, _) = gauss_entry_names(spec, tile);
     let threads = tile.solve_threads;
     let mut k = KernelBuilder::new(name, threads);
     let tile_stats = k.buffer("tile_stats", Scalar::F32, Access::Read);
@@ -483,73 +479,40 @@ pub fn tau_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, KernelGe
     Ok(k.finish()?)
 }
 
-/// `gauss_sigma_bar`: one CTA.
-pub fn sigma_bar_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, KernelGenError> {
-    tile.check(spec)?;
-    let (_, name, _) = gauss_entry_names(spec, tile);
-    let threads = tile.reduce_threads;
-    let mut k = KernelBuilder::new(name, threads);
-    let head_stats = k.buffer("head_stats", Scalar::F32, Access::Read);
-    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
-    let consts = k.buffer("sel_consts", Scalar::F32, Access::Write);
-    let q_heads = k.scalar_param("q_heads", Scalar::I32);
-    let batch = k.scalar_param("batch", Scalar::I32);
-    let z_lo = k.scalar_param("z_page_low", Scalar::F32);
-    let z_hi = k.scalar_param("z_page_high", Scalar::F32);
-    let switch = k.scalar_param("sigma_switch", Scalar::F32);
-    let c_lo = k.scalar_param("c_low", Scalar::F32);
-    let c_hi = k.scalar_param("c_high", Scalar::F32);
-    let red = k.shared("red", Scalar::F32, threads / WARP * 2);
-    let tid = k.let_("tid", k.thread_idx());
-    let qh = k.let_("qh", q_heads);
-    let heads = k.let_("heads", qh * batch);
-    let s = k.let_typed("s", Scalar::F32, 0.0);
-    let c = k.let_typed("c", Scalar::F32, 0.0);
-    k.for_("i", tid.i32(), heads, threads as i32, |k, i| {
-        let has = k.let_("has", seq_lens.at(i.clone() / qh).gt(spec.page_size as i32));
-        let sg = head_stats.at(i.i64() * HEAD_STATS as i64 + 1i64);
-        k.assign(s, s + select(has, sg, 0.0f32));
-        k.assign(c, c + select(has, 1.0f32, 0.0f32));
-    });
-    let tot = k.block_allreduce_many(&[(Reduce::Sum, s.e()), (Reduce::Sum, c.e())], red);
-    let sbar = k.let_("sbar", tot[0] / tot[1]);
-    // Reference: σ̄ < switch → (c_low, q_max_low), otherwise the high pair.
-    let high = k.let_("high", sbar.ge(switch));
-    k.if_(tid.eq_(0u32), |k| {
-        k.store(consts, 0i32, sbar);
-        k.store(consts, 1i32, select(high, c_hi.clone(), c_lo.clone()) * sbar);
-        k.store(consts, 2i32, select(high, z_hi.clone(), z_lo.clone()));
-        k.store(consts, 3i32, tot[1]);
-    });
-    Ok(k.finish()?)
-}
-
 /// `select_gaussian`: grid (kv heads, batch).
 pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
-    let (_, _, name) = gauss_entry_names(spec, tile);
+    let (_, name) = gauss_entry_names(spec, tile);
     let threads = tile.select_threads;
     let per = tile.select_pages_per_thread;
     let group = spec.decode.group;
     let a = spec.decode.alpha.value() - 1.0;
     let psize = spec.page_size as i32;
     let mut k = KernelBuilder::new(name, threads);
+    // One CTA per (sequence, KV head): occupancy is never the limit, and without a floor
+    // ptxas capped GQA 3 at 48 registers and spilled.
+    k.set_min_blocks_per_sm(1);
     let page_mu = k.buffer("page_mu", Scalar::F32, Access::Read);
     let page_sigma = k.buffer("page_sigma", Scalar::F32, Access::Read);
     let head_stats = k.buffer("head_stats", Scalar::F32, Access::Read);
-    let consts = k.buffer("sel_consts", Scalar::F32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let consts = k.buffer("sel_consts", Scalar::F32, Access::Write);
     let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
     let sel_count = k.buffer("sel_count", Scalar::I32, Access::Write);
     let tau_hat = k.buffer("tau_hat", Scalar::F32, Access::Write);
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
+    let z_lo = k.scalar_param("z_page_low", Scalar::F32);
+    let z_hi = k.scalar_param("z_page_high", Scalar::F32);
+    let switch = k.scalar_param("sigma_switch", Scalar::F32);
+    let c_lo = k.scalar_param("c_low", Scalar::F32);
+    let c_hi = k.scalar_param("c_high", Scalar::F32);
     let excess_fraction = k.scalar_param("excess_fraction", Scalar::F32);
     let excess_sigma = k.scalar_param("excess_sigma", Scalar::F32);
     let clamp = k.scalar_param("clamp", Scalar::I32);
     let clamp_z = k.scalar_param("clamp_z", Scalar::F32);
     let clamp_eps = k.scalar_param("clamp_eps", Scalar::F32);
     let scan = k.shared("scan", Scalar::I32, threads / WARP);
-    let red = k.shared("red", Scalar::F32, threads / WARP * group);
+    let red = k.shared("red", Scalar::F32, threads / WARP * group.max(2));
 
     let kvh = k.let_("kvh", k.block_idx(Axis::X));
     let b = k.let_("b", k.block_idx(Axis::Y));
@@ -560,8 +523,31 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
     let len = k.let_("len", seq_lens.at(b));
     let pages = k.let_("pages", (len + (psize - 1)) / psize);
     let stats = k.let_("stats", pages - 1i32);
-    let c_z = k.let_("c_z", consts.at(1i32));
-    let z_page = k.let_("z_page", consts.at(2i32));
+
+    // σ̄ over every (batch, head) pair with a full page, and the regime it picks. Every CTA
+    // sums the same values in the same order, so all of them agree bit for bit.
+    let batch = k.let_("batch", k.grid_dim(Axis::Y));
+    let all_heads = k.let_("all_heads", (q_heads * batch).i32());
+    let s = k.let_typed("s", Scalar::F32, 0.0);
+    let c = k.let_typed("c", Scalar::F32, 0.0);
+    k.for_("i", tid.i32(), all_heads, threads as i32, |k, i| {
+        let has = k.let_("has", seq_lens.at(i.clone() / q_heads.i32()).gt(psize));
+        let sg = head_stats.at(i.i64() * HEAD_STATS as i64 + 1i64);
+        k.assign(s, s + select(has, sg, 0.0f32));
+        k.assign(c, c + select(has, 1.0f32, 0.0f32));
+    });
+    let tot = k.block_allreduce_many(&[(Reduce::Sum, s.e()), (Reduce::Sum, c.e())], red);
+    let sbar = k.let_("sbar", tot[0] / tot[1]);
+    // Reference: σ̄ < switch → (c_low, q_max_low), otherwise the high pair.
+    let high = k.let_("high", sbar.ge(switch));
+    let c_z = k.let_("c_z", select(high, c_hi, c_lo) * sbar);
+    let z_page = select(high, z_hi, z_lo);
+    k.if_(kvh.eq_(0i32).and(b.eq_(0i32)).and(tid.eq_(0u32)), |k| {
+        k.store(consts, 0i32, sbar);
+        k.store(consts, 1i32, c_z);
+        k.store(consts, 2i32, z_page.clone());
+        k.store(consts, 3i32, tot[1]);
+    });
     let clamp_z = k.let_("clamp_zv", clamp_z);
 
     struct Head {
@@ -610,7 +596,10 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
                 let mu = k.let_("mu", page_mu.at(at.clone()));
                 let sg = k.let_("sg", page_sigma.at(at));
                 // Written `!(score ≤ floor)`: a NaN threshold keeps the page (fail safe).
-                let keep = k.let_("keep", valid.and((fma(z_page, sg, mu) * a).le(hd.floor).not()));
+                let keep = k.let_(
+                    "keep",
+                    valid.and((fma(z_page.clone(), sg, mu) * a).le(hd.floor).not()),
+                );
                 k.assign(any, any.or(keep));
                 k.assign(hd.cap, select(keep, hd.cap.max(fma(clamp_z, sg, mu)), hd.cap));
             }
@@ -671,7 +660,6 @@ pub fn pipeline(
     let kernels = vec![
         moments_kernel(spec, mtile)?,
         tau_kernel(spec, gtile)?,
-        sigma_bar_kernel(spec, gtile)?,
         select_kernel(spec, gtile)?,
     ];
     pipelines::gaussian_with(spec, mtile, gtile, params, shape, kernels)
@@ -1315,7 +1303,6 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         };
         c.gtile = GaussTile {
             solve_threads: 64,
-            reduce_threads: 32,
             select_threads: 32,
             select_pages_per_thread: 1,
         };

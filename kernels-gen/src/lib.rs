@@ -149,11 +149,9 @@ pub fn family_kernels(
             prune::select_pruned_kernel(spec, t)?,
         ],
         (F::PageScoreMoments, T::Moments(t)) => vec![gaussian::moments_kernel(spec, t)?],
-        (F::SelectGaussian, T::Gauss(t)) => vec![
-            gaussian::tau_kernel(spec, t)?,
-            gaussian::sigma_bar_kernel(spec, t)?,
-            gaussian::select_kernel(spec, t)?,
-        ],
+        (F::SelectGaussian, T::Gauss(t)) => {
+            vec![gaussian::tau_kernel(spec, t)?, gaussian::select_kernel(spec, t)?]
+        }
         (F::DecodeDense, T::Dense(t)) => decode::paged_kernels(spec, t, false)?.into(),
         (F::DecodeSparse, T::Dense(t)) => decode::paged_kernels(spec, t, true)?.into(),
         (F::DecodeCertified, T::Dense(t)) => vec![

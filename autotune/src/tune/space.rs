@@ -137,7 +137,7 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
         (_, TileConfig::Moments(def)) => {
             let mut v = Vec::new();
             for (threads, lanes_per_page) in cross(&[128, 256, 512], &around_pow2(def.lanes_per_page)) {
-                for pages_per_group in [1, 2, 4] {
+                for pages_per_group in [1, 2, 4, 8] {
                     v.push(TileConfig::Moments(MomentsTile {
                         threads,
                         lanes_per_page,
@@ -147,19 +147,17 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
             }
             v
         }
-        (_, TileConfig::Gauss(def)) => {
+        (_, TileConfig::Gauss(_)) => {
             // Without ALiBi `gauss_tau` only merges tiles per head (small CTAs suffice); with
-            // ALiBi every solver step is a pass over the pages. `gauss_sigma_bar` is one CTA
-            // per step and stays at the default.
+            // ALiBi every solver step is a pass over the pages.
             let solve: &[u32] = if spec.alibi { &[128, 256, 512] } else { &[32, 128] };
             let mut v = Vec::new();
-            for (solve_threads, select_threads) in cross(solve, &[128, 256, 512]) {
+            for (solve_threads, select_threads) in cross(solve, &[128, 256, 512, 1024]) {
                 for select_pages_per_thread in [2, 4, 8, 16] {
                     v.push(TileConfig::Gauss(GaussTile {
                         solve_threads,
                         select_threads,
                         select_pages_per_thread,
-                        ..def
                     }));
                 }
             }

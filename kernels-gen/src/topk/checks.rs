@@ -791,6 +791,15 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         Some(small),
         3,
     ));
+    // Scored pages exactly one sweep (keys kept in registers) and one more (streamed sweeps).
+    v.push(sel(
+        "sweep_edge",
+        vec![16 * 768 + 1, 16 * 769 + 1],
+        ScorePattern::Random,
+        200,
+        Some(small),
+        7,
+    ));
     v.push(sel(
         "all_equal",
         vec![16 * 3000 + 1],
