@@ -97,11 +97,12 @@ BENCH_N = [32768, 131072, 1048576]
 SDPA_FROM = {"peaked": "paper"}
 PEAKED_TARGET = "%s, `peaked`, 1M: ≥ 8× faster than SDPA"
 SPLIT = "“Split policy, page lookahead and the top-k floor”"
+SELECT = "“The selection kernels”"
 CEILING_TBS = 4.28
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode” and “Dense entmax decode at 32k: the `auto` target”",
-    "topk": "[perf-notes.md](perf-notes.md), “Sparse decode: split runs and staged pages” and %s" % SPLIT,
-    "gaussian": "[perf-notes.md](perf-notes.md), “Sparse decode: split runs and staged pages” and %s" % SPLIT,
+    "topk": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
+    "gaussian": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
     "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried” and %s" % SPLIT,
     "certified-pruned": "[perf-notes.md](perf-notes.md), “Certified-exact with page pruning”",
 }

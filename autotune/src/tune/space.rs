@@ -137,7 +137,8 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
         (_, TileConfig::Moments(def)) => {
             let mut v = Vec::new();
             for (threads, lanes_per_page) in cross(&[128, 256, 512], &around_pow2(def.lanes_per_page)) {
-                for pages_per_group in [1, 2, 4, 8] {
+                // 8 pages a group was tried (results/2026-11-30-select): never chosen.
+                for pages_per_group in [1, 2, 4] {
                     v.push(TileConfig::Moments(MomentsTile {
                         threads,
                         lanes_per_page,
@@ -152,7 +153,8 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
             // ALiBi every solver step is a pass over the pages.
             let solve: &[u32] = if spec.alibi { &[128, 256, 512] } else { &[32, 128] };
             let mut v = Vec::new();
-            for (solve_threads, select_threads) in cross(solve, &[128, 256, 512, 1024]) {
+            // 1024 selection threads was tried (results/2026-11-30-select): never chosen.
+            for (solve_threads, select_threads) in cross(solve, &[128, 256, 512]) {
                 for select_pages_per_thread in [2, 4, 8, 16] {
                     v.push(TileConfig::Gauss(GaussTile {
                         solve_threads,

@@ -206,16 +206,21 @@ fn search(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, runs: bool, swe
     k.while_(done.not(), |k| {
         k.if_(tid.lt(RADIX_BINS), |k| k.store(hist, tid, 0u32));
         k.barrier();
-        let run_digit = k.let_typed("run_digit", Scalar::U32, 0);
-        let run_count = k.let_typed("run_count", Scalar::U32, 0);
+        // (digit, count) of this thread's current run.
+        let run = runs.then(|| {
+            (
+                k.let_typed("run_digit", Scalar::U32, 0),
+                k.let_typed("run_count", Scalar::U32, 0),
+            )
+        });
         sweeps(k, Order::Strided, &mut |k, keys| {
             for &(_, valid, key) in keys {
                 let digit = k.let_("digit", (key >> shift) & (RADIX_BINS - 1));
                 k.if_(valid.and((key & mask).eq_(prefix)), |k| {
-                    if !runs {
+                    let Some((run_digit, run_count)) = run else {
                         k.atomic_no_ret(AtomicOp::Add, hist, digit, 1u32);
                         return;
-                    }
+                    };
                     k.if_(run_count.gt(0u32).and(digit.ne_(run_digit)), |k| {
                         k.atomic_no_ret(AtomicOp::Add, hist, run_digit, run_count);
                         k.assign(run_count, 0u32);
@@ -225,9 +230,11 @@ fn search(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, runs: bool, swe
                 });
             }
         });
-        k.if_(run_count.gt(0u32), |k| {
-            k.atomic_no_ret(AtomicOp::Add, hist, run_digit, run_count)
-        });
+        if let Some((run_digit, run_count)) = run {
+            k.if_(run_count.gt(0u32), |k| {
+                k.atomic_no_ret(AtomicOp::Add, hist, run_digit, run_count)
+            });
+        }
         k.barrier();
         // Thread t owns digit (BINS − 1 − t), so the exclusive scan counts the keys in higher bins.
         let count = k.let_typed("bin_count", Scalar::U32, 0);
