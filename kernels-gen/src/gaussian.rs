@@ -57,6 +57,7 @@ use crate::paged_data::{paged_reference, KeyData, PagedCase, PagedInputs};
 use crate::pipelines::{self, Pipeline};
 use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
+use crate::topk::{append_kept, SelectionRow};
 use crate::{scalar_of, KernelGenError, KernelModule};
 use entkv_abi::gaussian::*;
 use entkv_abi::{check_batch, Alpha, DType, DecodeSpec, PagedShape, PagedSpec};
@@ -514,15 +515,12 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
     let scan = k.shared("scan", Scalar::I32, threads / WARP);
     let red = k.shared("red", Scalar::F32, threads / WARP * group.max(2));
 
-    let kvh = k.let_("kvh", k.block_idx(Axis::X));
-    let b = k.let_("b", k.block_idx(Axis::Y));
-    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
-    let q_heads = k.let_("q_heads", kv_heads * group);
-    let tid = k.let_("tid", k.thread_idx());
     let mp = k.let_("mp", max_pages.i64());
-    let len = k.let_("len", seq_lens.at(b));
-    let pages = k.let_("pages", (len + (psize - 1)) / psize);
-    let stats = k.let_("stats", pages - 1i32);
+    let sel = SelectionRow::new(&mut k, spec, seq_lens, mp.e());
+    let (kvh, b, kv_heads, tid) = (sel.kvh, sel.b, sel.kv_heads, sel.tid);
+    let q_heads = k.let_("q_heads", kv_heads * group);
+    // Full pages: those with moments.
+    let stats = sel.full;
 
     // σ̄ over every (batch, head) pair with a full page, and the regime it picks. Every CTA
     // sums the same values in the same order, so all of them agree bit for bit.
@@ -580,7 +578,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
         });
     }
 
-    let out_row = k.let_("out_row", (b * kv_heads + kvh).i64() * mp);
+    let out_row = sel.row;
     let written = k.let_typed("written", Scalar::I32, 0);
     let chunk = (threads * per) as i32;
     k.for_("c0", 0i32, stats, chunk, |k, c0| {
@@ -605,12 +603,9 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
             }
             keeps.push((p, any));
         }
-        crate::topk::append_kept(k, &keeps, scan, sel_pages, out_row, written);
+        append_kept(k, &keeps, scan, sel_pages, out_row, written);
     });
-    k.if_(tid.eq_(0u32), |k| {
-        k.store(sel_pages, out_row + written.i64(), pages - 1i32);
-        k.store(sel_count, (b * kv_heads + kvh).i64(), written + 1i32);
-    });
+    sel.close(&mut k, sel_pages, sel_count, written);
     // The clamp of spec §5.5 per head, over the pages that head kept.
     let caps: Vec<(Reduce, Expr)> = heads.iter().map(|hd| (Reduce::Max, hd.cap.e())).collect();
     let caps = k.block_allreduce_many(&caps, red);

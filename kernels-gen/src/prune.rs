@@ -15,7 +15,7 @@
 //! cluster (`peaked`: a few pages aligned with the query) this keeps the aligned pages alone;
 //! on iid keys page boxes are wide and every page stays.
 
-use crate::topk::{append_kept, pages_of};
+use crate::topk::{append_kept, load_items, SelectionRow};
 use crate::KernelGenError;
 use entkv_abi::{select_pruned_entry, PagedSpec, SelectTopkTile};
 use entkv_dsl::*;
@@ -42,24 +42,15 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     let red = k.shared("red", Scalar::F32, threads / WARP);
     let scan = k.shared("scan", Scalar::I32, threads / WARP);
 
-    let kvh = k.let_("kvh", k.block_idx(Axis::X));
-    let b = k.let_("b", k.block_idx(Axis::Y));
-    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
-    let tid = k.let_("tid", k.thread_idx());
-    let len = k.let_("len", seq_lens.at(b));
-    let pages = pages_of(&mut k, spec, len);
+    let sel = SelectionRow::new(&mut k, spec, seq_lens, max_pages);
     // Full pages (every page but the last) have bounds.
-    let n = k.let_("n", (pages - 1i32).max(0i32));
-    let row = k.let_("row", (b.i64() * kv_heads.i64() + kvh.i64()) * max_pages.i64());
+    let (tid, n, row) = (sel.tid, sel.full, sel.row);
 
     // τ_low from the largest lower bound (a sequence of one page has none: −∞ keeps all).
     let best = k.let_typed("best_lb", Scalar::F32, f64::NEG_INFINITY);
     k.for_("base", 0i32, n, sweep, |k, base| {
-        let base = k.let_("base_i", base);
-        for r in 0..items {
-            let j = k.let_("j", base + tid.i32() + (r * threads) as i32);
-            let valid = k.let_("valid", j.lt(n));
-            let x = k.let_("lbx", lb.at(row + select(valid, j, 0i32).i64()));
+        let loaded = load_items(k, lb, row, base, n, items, |r| tid.i32() + (r * threads) as i32);
+        for (_, valid, x) in loaded {
             k.assign(best, select(valid, best.max(x), best));
         }
     });
@@ -70,21 +61,14 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     // Order-preserving compaction: thread t tests `items` consecutive pages of each sweep.
     let written = k.let_typed("written", Scalar::I32, 0);
     k.for_("base", 0i32, n, sweep, |k, base| {
-        let first = k.let_("first", base + (tid * items).i32());
-        let mut keeps = Vec::new();
-        for r in 0..items as i32 {
-            let j = k.let_("j", first + r);
-            let valid = k.let_("valid", j.lt(n));
-            let u = k.let_("ubx", ub.at(row + select(valid, j, 0i32).i64()));
-            let keep = k.let_("keep", valid.and(u.le(tau_low).not()));
-            keeps.push((j, keep));
-        }
+        let loaded = load_items(k, ub, row, base, n, items, |r| (tid * items).i32() + r as i32);
+        let keeps: Vec<(Var, Var)> = loaded
+            .into_iter()
+            .map(|(j, valid, u)| (j, k.let_("keep", valid.and(u.le(tau_low).not()))))
+            .collect();
         append_kept(k, &keeps, scan, sel_pages, row, written);
     });
-    k.if_(tid.eq_(0u32), |k| {
-        // The last page (no bounds: it is still filling) is always kept, last.
-        k.store(sel_pages, row + written.i64(), pages - 1i32);
-        k.store(sel_count, b.i64() * kv_heads.i64() + kvh.i64(), written + 1i32);
-    });
+    // The last page (no bounds: it is still filling) is always kept, last.
+    sel.close(&mut k, sel_pages, sel_count, written);
     Ok(k.finish()?)
 }

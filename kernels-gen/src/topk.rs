@@ -20,7 +20,7 @@ pub use checks::checks;
 
 use crate::{KernelGenError, KernelModule};
 use entkv_abi::{BoxScoreTile, PagedSpec, SelectTopkTile, SoftmaxTopkTile};
-use entkv_dsl::{Buf, Expr, IntoExpr, KernelBuilder, Scalar, Var};
+use entkv_dsl::{select, Axis, Buf, Expr, IntoExpr, KernelBuilder, Scalar, Var};
 
 /// The three modules of the top-k path with default tiles. The lead merges `page_score` with
 /// the Gaussian scorer's kernels of the same module.
@@ -91,6 +91,35 @@ pub(crate) fn append_kept(
     k.assign(written, written + total);
 }
 
+/// Load one sweep of a row's per-page values (all loads first, so they are in flight together):
+/// item `r` of this thread is page `base + offset(r)`; pages past `n` are invalid and load page
+/// 0's value (sweeps only run when `n > 0`) instead. Returns (page, valid, value) per item.
+pub(crate) fn load_items(
+    k: &mut KernelBuilder,
+    values: Buf,
+    row: Var,
+    base: Expr,
+    n: Var,
+    items: u32,
+    offset: impl Fn(u32) -> Expr,
+) -> Vec<(Var, Var, Var)> {
+    let base = k.let_("base_i", base);
+    let items: Vec<(Var, Var)> = (0..items)
+        .map(|r| {
+            let j = k.let_("j", base + offset(r));
+            let valid = k.let_("valid", j.lt(n));
+            (j, valid)
+        })
+        .collect();
+    items
+        .into_iter()
+        .map(|(j, valid)| {
+            let s = k.let_("score", values.at(row + select(valid, j, 0i32).i64()));
+            (j, valid, s)
+        })
+        .collect()
+}
+
 /// `n` consecutive elements of `buf` from `index` (a multiple of the vector length) as 16-byte
 /// (or shorter, when `n` is smaller) vector loads.
 pub(crate) fn load_run(k: &mut KernelBuilder, name: &str, buf: Buf, index: Expr, n: u32) -> Vec<Var> {
@@ -146,6 +175,53 @@ impl LaneSlice {
             ));
         }
         out
+    }
+}
+
+/// The (sequence, KV head) row a selection kernel writes: grid (kv heads, batch), one row of
+/// `sel_pages` per CTA (format of `entkv_abi::paged`).
+pub(crate) struct SelectionRow {
+    pub b: Var,
+    pub kvh: Var,
+    pub kv_heads: Var,
+    pub tid: Var,
+    /// Pages of the sequence (the last one still filling).
+    pub pages: Var,
+    /// Full pages: those with metadata, every page but the last.
+    pub full: Var,
+    /// First element of the row in `sel_pages` (i64).
+    pub row: Var,
+}
+
+impl SelectionRow {
+    pub fn new(k: &mut KernelBuilder, spec: &PagedSpec, seq_lens: Buf, max_pages: Expr) -> SelectionRow {
+        let kvh = k.let_("kvh", k.block_idx(Axis::X));
+        let b = k.let_("b", k.block_idx(Axis::Y));
+        let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
+        let tid = k.let_("tid", k.thread_idx());
+        let len = k.let_("len", seq_lens.at(b));
+        let pages = pages_of(k, spec, len);
+        let full = k.let_("n", (pages - 1i32).max(0i32));
+        let row = k.let_("row", (b.i64() * kv_heads.i64() + kvh.i64()) * max_pages.i64());
+        SelectionRow {
+            b,
+            kvh,
+            kv_heads,
+            tid,
+            pages,
+            full,
+            row,
+        }
+    }
+
+    /// Close the row after `chosen` pages: the last page, always attended, goes last, and the
+    /// count includes it.
+    pub fn close(&self, k: &mut KernelBuilder, sel_pages: Buf, sel_count: Buf, chosen: Var) {
+        let (b, kvh, kv_heads, pages, row) = (self.b, self.kvh, self.kv_heads, self.pages, self.row);
+        k.if_(self.tid.eq_(0u32), |k| {
+            k.store(sel_pages, row + chosen.i64(), pages - 1i32);
+            k.store(sel_count, b.i64() * kv_heads.i64() + kvh.i64(), chosen + 1i32);
+        });
     }
 }
 

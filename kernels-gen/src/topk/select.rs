@@ -22,7 +22,7 @@
 //! digit changes: in the first pass nearly every key shares the sign/exponent byte, and without
 //! the runs a warp's 32 same-bin atomics would serialise.
 
-use super::pages_of;
+use super::{load_items, SelectionRow};
 use crate::KernelGenError;
 use entkv_abi::{select_topk_entry, PagedSpec, SelectTopkTile, RADIX_BINS, RADIX_BITS};
 use entkv_dsl::*;
@@ -56,15 +56,9 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
     let pick = k.shared("pick", Scalar::U32, 3);
     let range = k.shared("range", Scalar::U32, threads / WARP * 2);
 
-    let kvh = k.let_("kvh", k.block_idx(Axis::X));
-    let b = k.let_("b", k.block_idx(Axis::Y));
-    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
-    let tid = k.let_("tid", k.thread_idx());
-    let len = k.let_("len", seq_lens.at(b));
-    let pages = pages_of(&mut k, spec, len);
-    let n = k.let_("n", (pages - 1i32).max(0i32));
+    let sel = SelectionRow::new(&mut k, spec, seq_lens, max_pages);
+    let (tid, n, row) = (sel.tid, sel.full, sel.row);
     let kk = k.let_("kk", budget.max(0i32).min(n));
-    let row = k.let_("row", (b.i64() * kv_heads.i64() + kvh.i64()) * max_pages.i64());
 
     // Invariant: the pages still to choose are the `need` largest among the keys matching
     // `prefix` on the bits of `mask`; every key above the prefix is kept.
@@ -110,11 +104,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
             compact(k, &st, &bufs, kk, &mut |k, order, body| cx.stream(k, order, body));
         },
     );
-    k.if_(tid.eq_(0u32), |k| {
-        // The last page, always attended, goes last.
-        k.store(sel_pages, row + kk.i64(), pages - 1i32);
-        k.store(sel_count, b.i64() * kv_heads.i64() + kvh.i64(), kk + 1i32);
-    });
+    sel.close(&mut k, sel_pages, sel_count, kk);
     Ok(k.finish()?)
 }
 
@@ -336,33 +326,4 @@ fn compact(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, kk: Var, sweep
             k.assign(equal_seen, equal_seen + (total >> 16u32));
         });
     });
-}
-
-/// Load the scores of one sweep (all loads first, so they are in flight together): item `r` of
-/// this thread is page `base + offset(r)`; pages past `n` are invalid and load page 0's score
-/// (sweeps only run when `n > 0`) instead.
-fn load_items(
-    k: &mut KernelBuilder,
-    scores: Buf,
-    row: Var,
-    base: Expr,
-    n: Var,
-    items: u32,
-    offset: impl Fn(u32) -> Expr,
-) -> Vec<(Var, Var, Var)> {
-    let base = k.let_("base_i", base);
-    let items: Vec<(Var, Var)> = (0..items)
-        .map(|r| {
-            let j = k.let_("j", base + offset(r));
-            let valid = k.let_("valid", j.lt(n));
-            (j, valid)
-        })
-        .collect();
-    items
-        .into_iter()
-        .map(|(j, valid)| {
-            let s = k.let_("score", scores.at(row + select(valid, j, 0i32).i64()));
-            (j, valid, s)
-        })
-        .collect()
 }
