@@ -37,6 +37,19 @@ fn one_lane_pair(spec: &DecodeSpec) -> bool {
     spec.head_dim == 32 && spec.group == 2
 }
 
+/// Lanes a token for rows narrower than [`WIDE_ROW_DIMS`]: d·G/32 rounded up to a power of
+/// two, so the group's q slices stay near 32 registers a lane, with at least 8 dimensions (one
+/// 16-byte f16 load) a lane; one lane for [`one_lane_pair`].
+fn narrow_row_lanes(spec: &DecodeSpec) -> u32 {
+    if one_lane_pair(spec) {
+        1
+    } else {
+        (spec.head_dim * spec.group / 32)
+            .next_power_of_two()
+            .clamp(1, (spec.head_dim / 8).max(1))
+    }
+}
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -67,16 +80,10 @@ impl DenseTile {
         if wide_row(spec) {
             return DenseTile::default_wide(spec);
         }
-        let dg = spec.head_dim * spec.group;
         // One lane per token (four independent 16-byte loads per row, no shuffles) measured
         // fastest on the H200 for d = 32 (results/2026-11-29-dense-variants). Larger heads and
-        // GQA groups split the row over more lanes so the group's q slices (d·G/lanes floats)
-        // stay near 32 registers, keeping at least 8 dimensions (one 16-byte f16 load) a lane.
-        let lanes_per_token = if one_lane_pair(spec) {
-            1
-        } else {
-            (dg / 32).next_power_of_two().clamp(1, (spec.head_dim / 8).max(1))
-        };
+        // GQA groups split the row over more lanes (`narrow_row_lanes`).
+        let lanes_per_token = narrow_row_lanes(spec);
         DenseTile {
             threads: 256,
             lanes_per_token,
@@ -160,12 +167,8 @@ impl DenseTile {
             threads: 128,
             lanes_per_token: if wide {
                 spec.head_dim * spec.group / 64
-            } else if one_lane_pair(spec) {
-                1
             } else {
-                (spec.head_dim * spec.group / 32)
-                    .next_power_of_two()
-                    .clamp(1, (spec.head_dim / 8).max(1))
+                narrow_row_lanes(spec)
             },
             // Four tokens a lane group: each holds its sketch words while the page terms load
             // (d·bits/32 registers per token); eight spill at 128 registers.
