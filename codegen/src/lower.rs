@@ -638,6 +638,11 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let args = [self.expr(a)?, self.expr(b)?, self.expr(c)?];
                 compat::dp4a(self.ctx, &self.b, *a_signed, *b_signed, args)?
             }
+            ExprKind::Prmt { a, b, selector } => {
+                let sel = self.ctx.i32_type().const_int(u64::from(*selector), false).into();
+                let args = [self.expr(a)?, self.expr(b)?, sel];
+                self.call(self.intrinsic(compat::PRMT, &[])?, &args)?
+            }
             ExprKind::Select(c, a, b) => {
                 let c = self.expr(c)?.into_int_value();
                 let a = self.expr(a)?;
@@ -904,7 +909,7 @@ fn ssa_registers(k: &Kernel) -> Vec<bool> {
                 | ExprKind::Cast(_, a)
                 | ExprKind::Bitcast(_, a)
                 | ExprKind::Load(_, a) => self.read(a),
-                ExprKind::Binary(_, a, b) | ExprKind::Cmp(_, a, b) => {
+                ExprKind::Binary(_, a, b) | ExprKind::Cmp(_, a, b) | ExprKind::Prmt { a, b, .. } => {
                     self.read(a);
                     self.read(b);
                 }

@@ -17,6 +17,7 @@
 //! | 32-bit shared pointers       | `-nvptx-short-ptr` (process-wide option)             | same option, re-check |
 //! | 16-bit vector loads          | loaded as 32-bit words (v4bf16 load is split in 19)  | re-check |
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
+//! | byte permute `prmt`          | `llvm.nvvm.prmt` (selector as an i32 operand)        | same so far |
 //! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
 //! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
 //!
@@ -230,6 +231,9 @@ pub const EX2_APPROX: &str = "llvm.nvvm.ex2.approx.f";
 /// `lg2.approx.f32` (non-ftz): `float (float)`.
 pub const LG2_APPROX: &str = "llvm.nvvm.lg2.approx.f";
 
+/// Byte permute `prmt.b32` in its default mode: `i32 (i32 a, i32 b, i32 selector)`.
+pub const PRMT: &str = "llvm.nvvm.prmt";
+
 /// Every participating lane: the DSL's shuffles and ballots are always full-warp.
 pub const FULL_WARP_MASK: u64 = 0xffff_ffff;
 
@@ -277,7 +281,7 @@ pub fn shuffle_clamp(mode: ShuffleMode) -> u64 {
 
 /// Every non-overloaded NVVM intrinsic this crate uses (checked by a unit test).
 pub fn all_intrinsic_names() -> Vec<&'static str> {
-    let mut v = vec![BARRIER, BALLOT, EX2_APPROX, LG2_APPROX, SREG_TID_X];
+    let mut v = vec![BARRIER, BALLOT, EX2_APPROX, LG2_APPROX, PRMT, SREG_TID_X];
     for a in [Axis::X, Axis::Y, Axis::Z] {
         v.push(sreg_ctaid(a));
         v.push(sreg_nctaid(a));

@@ -291,6 +291,22 @@ fn scalar_params_of_every_type() {
 }
 
 #[test]
+fn prmt_lowers_to_ptx_prmt_with_its_selector() {
+    let mut k = KernelBuilder::new("prmt_ops", 128);
+    let a = k.buffer("a", Scalar::U32, Access::Read);
+    let out = k.buffer("out", Scalar::U32, Access::Write);
+    let i = k.let_("i", k.global_thread_id().i64());
+    let x = k.let_("x", a.at(i));
+    let y = k.let_("y", a.at(i + 1i64));
+    k.store(out, i, prmt(x, y, 0x5140));
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    assert_insn(c.entry("prmt_ops"), "prmt.b32");
+    // The selector 0x5140 (as LLVM writes it, in decimal).
+    assert!(c.entry("prmt_ops").contains("20800"), "{}", c.entry("prmt_ops"));
+}
+
+#[test]
 fn dp4a_lowers_to_ptx_dp4a_for_every_signedness() {
     let mut k = KernelBuilder::new("dp4a_ops", 128);
     let a = k.buffer("a", Scalar::U32, Access::Read);

@@ -172,6 +172,19 @@ pub fn dp4a(a: impl IntoExpr, a_signed: bool, b: impl IntoExpr, b_signed: bool, 
     )
 }
 
+/// Byte permute of `a` (bytes 0–3) and `b` (bytes 4–7), u32: PTX `prmt.b32` with a constant
+/// selector (see [`ExprKind::Prmt`]). `prmt(a, b, 0x5410)` takes the low halves of `a` and `b`.
+pub fn prmt(a: impl IntoExpr, b: impl IntoExpr, selector: u16) -> Expr {
+    Expr::new(
+        ExprKind::Prmt {
+            a: a.into_expr(Some(Scalar::U32)),
+            b: b.into_expr(Some(Scalar::U32)),
+            selector,
+        },
+        Scalar::U32,
+    )
+}
+
 /// Resolve weak literals: an `Expr`/`Var` side fixes the type for a literal side. Two literals
 /// resolve independently (each to its default).
 fn unify(a: impl IntoExpr, b: impl IntoExpr) -> (Expr, Expr) {

@@ -247,6 +247,14 @@ pub enum ExprKind {
         b: Expr,
         c: Expr,
     },
+    /// Byte permute (PTX `prmt.b32`, default mode): byte `i` of the result is byte `n & 7` of
+    /// the eight bytes `b:a` (`a` low), `n` the selector's nibble `i`; when `n & 8` the byte is
+    /// instead filled with the sign (top bit) of that byte. `a`, `b` and the result are u32.
+    Prmt {
+        a: Expr,
+        b: Expr,
+        selector: u16,
+    },
     Select(Expr, Expr, Expr),
     /// Value conversion: float→int truncates toward zero and saturates (NaN → 0); float
     /// narrowing rounds to nearest even; int→int wraps or extends by the source's signedness.

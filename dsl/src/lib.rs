@@ -21,7 +21,9 @@ pub mod validate;
 
 pub use builder::{KernelBuilder, WARP};
 pub use collective::Reduce;
-pub use expr::{binary, boolc, cmp, dp4a, f32c, fma, i32c, i64c, lit, select, u32c, Buf, IntoExpr, Var};
+pub use expr::{
+    binary, boolc, cmp, dp4a, f32c, fma, i32c, i64c, lit, prmt, select, u32c, Buf, IntoExpr, Var,
+};
 pub use interp::{
     run, run_with, Arg, BufferStats, HostBuffer, InterpError, InterpOptions, LaunchDims, Location, RunStats,
     ScalarValue,

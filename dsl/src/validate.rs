@@ -369,6 +369,14 @@ impl Validator<'_> {
                 }
                 Ok(())
             }
+            ExprKind::Prmt { a, b, .. } => {
+                self.expect(a, Scalar::U32, "prmt operand", path)?;
+                self.expect(b, Scalar::U32, "prmt operand", path)?;
+                if ty != Scalar::U32 {
+                    return Err(self.err(path, "prmt node type must be u32"));
+                }
+                Ok(())
+            }
             ExprKind::Select(c, a, b) => {
                 self.expect(c, Scalar::Bool, "select condition", path)?;
                 self.expr(a, path)?;

@@ -195,7 +195,7 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
         .into());
     }
     let ppc = (chunk_len / p).max(1);
-    let terms = Terms::declare(&mut k, ds.group, ds.head_dim, ppc, tile.threads);
+    let terms = Terms::declare(&mut k, ds.group, ds.head_dim, ppc, tile.threads, &qr);
     let ctx = BoundCtx {
         spec,
         lanes,
@@ -341,24 +341,28 @@ struct BoundCtx<'a> {
 /// into a signed high byte and an unsigned low byte (`m = 256·hi + lo`) for two `dp4a`s.
 const WEIGHT_MAX: f64 = 32767.0;
 
+/// `1.5·2²³`: for |x| < 2²², the f32 `x + MAGIC` holds `rint(x)` in its low mantissa bits, so
+/// its bytes 0 and 1 are the two's-complement low and high bytes of `rint(x)`.
+const ROUND_MAGIC: f64 = 12_582_912.0;
+
 /// Shared-memory page terms of one chunk, per (page in chunk, head): the integer weights
 /// `m_i ≈ q'_i·step_i/scale` as packed bytes (`hi` words, then `lo` words, one per byte word of
-/// the sketch, see [`byte_word_dims`]), `scale`, `base = Σ q'_i·min_i` and the half-width `ε`;
-/// plus per-thread partials (each page's dimensions are split over `split` threads).
+/// the sketch, see [`byte_word_dims`]), `scale`, `base = Σ q'_i·min_i` and the half-width `ε`.
+/// A page's dimensions are split over `split` adjacent lanes (whole 8-dimension blocks each).
 struct Terms {
-    w: Buf,
     words: Buf,
     scale: Buf,
-    inv: Buf,
     base: Buf,
     eps: Buf,
-    part: Buf,
     pages: u32,
     split: u32,
+    /// Per head, this lane's slice of q' and the whole row's `Σ|q'_i|`, held for the whole pass
+    /// when they are few registers (at most 16 a lane); read again for every page otherwise.
+    queries: Option<Vec<(Vec<Var>, Var)>>,
 }
 
-/// Partials per (page, head, thread): base, `Σ|w|/2`-part of ε, slack magnitude, `max|w|`.
-const PARTS: u32 = 4;
+/// Most q' registers a lane holds across the pass for the page terms.
+const HELD_QUERY_REGS: u32 = 16;
 
 /// The four head dimensions whose codes byte word `bw` of a sketch row holds. 8-bit codes are
 /// bytes already (word `bw`); 4-bit words are split into their even nibbles
@@ -386,22 +390,43 @@ fn byte_words(bits: u32, words: &[Var]) -> Vec<Expr> {
 }
 
 impl Terms {
-    fn declare(k: &mut KernelBuilder, group: u32, d: u32, pages: u32, threads: u32) -> Terms {
-        // Threads own whole 8-dimension blocks, so every byte word's weights are packed by one.
+    fn declare(k: &mut KernelBuilder, group: u32, d: u32, pages: u32, threads: u32, qr: &QueryRegs) -> Terms {
+        // Lanes own whole 8-dimension blocks, so every byte word's weights are packed by one.
         let split = (threads / pages).clamp(1, d / 8);
         let heads = pages * group;
+        let dims = d / split;
+        let queries = (dims * group <= HELD_QUERY_REGS).then(|| {
+            let first = k.let_("first_q", k.thread_idx() % split * dims);
+            (0..group as usize)
+                .map(|g| query_slice(k, qr, g, first, dims, split))
+                .collect()
+        });
         Terms {
-            w: k.shared("terms_w", Scalar::F32, heads * d),
+            queries,
             words: k.shared("terms_words", Scalar::U32, heads * d / 2),
             scale: k.shared("terms_scale", Scalar::F32, heads),
-            inv: k.shared("terms_inv", Scalar::F32, heads),
             base: k.shared("terms_base", Scalar::F32, heads),
             eps: k.shared("terms_eps", Scalar::F32, heads),
-            part: k.shared("terms_part", Scalar::F32, heads * split * PARTS),
             pages,
             split,
         }
     }
+}
+
+/// Head `g`'s q' at dimensions `first .. first + dims` and `Σ|q'_i|` over the whole row (summed
+/// over the `split` adjacent lanes that hold the row's slices).
+fn query_slice(
+    k: &mut KernelBuilder,
+    qr: &QueryRegs,
+    g: usize,
+    first: Var,
+    dims: u32,
+    split: u32,
+) -> (Vec<Var>, Var) {
+    let q = qr.full[g].slice(k, first, dims);
+    let abs = q.iter().fold(f32c(0.0), |acc, x| acc + x.abs());
+    let abs = k.warp_allreduce_width(&[(Reduce::Sum, abs)], split)[0];
+    (q, abs)
 }
 
 impl BoundCtx<'_> {
@@ -496,15 +521,20 @@ impl BoundCtx<'_> {
     /// memory. With `w_i = q'_i·step_i`:
     /// - `base = Σ q'_i·min_i`;
     /// - `scale = max|w_i|/32767` and integer weights `m_i = rint(w_i/scale)` (|m_i| ≤ 32767);
-    /// - `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max(|min_i|,|max_i|) + 1) + E`, where
+    /// - `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max_i max(|min_i|, |max_i|) + 1) + E`, where
     ///   `E = levels·d·(scale/2 + 2⁻²¹·max|w|)` bounds `|Σ (w_i − m_i·scale)·code_i|`:
     ///   `|w_i − m_i·scale| ≤ scale/2` from rounding to the nearest integer, plus the f32
-    ///   rounding of `w_i/scale` and of `scale` itself (≤ 3 ulps of `|w_i|`).
+    ///   rounding of `1/scale` (as `32767·(1/max|w|)`) and of `scale` itself (≤ 4 ulps of
+    ///   `|w_i|`; the product with `w_i` is exact inside the fma). The slack term
+    ///   bounds the rounding of `ŝ` and of the exact score ([`slack`]) through the page's
+    ///   largest bound, which is cheaper than per dimension and only looser.
     ///
-    /// Three phases (two barriers between): per-thread partials over a slice of each page's
-    /// dimensions, one thread per (page, head) sums them in a fixed order, then each thread
-    /// quantizes and packs its slice. Pages past the sequence get zero terms; the last page's
-    /// terms (stale metadata) are computed but never used.
+    /// One phase: the `split` adjacent lanes of a page each take a slice of its dimensions,
+    /// combine their sums with shuffles, then quantize and pack their slice. `m_i` comes from
+    /// `fma(w_i, 1/scale, 1.5·2²³)`, whose low bytes are `m_i`'s, and `prmt` packs four of them
+    /// into a `hi` and a `lo` word. Pages past the sequence get zero terms; the last page's
+    /// terms (stale metadata) are computed but never used. One barrier at the end: the previous
+    /// chunk's readers are past the stream's barriers before these writes.
     fn page_terms(&self, k: &mut KernelBuilder, qr: &QueryRegs, c0: Var) {
         let ds = &self.spec.decode;
         let (d, p) = (ds.head_dim, self.spec.page_size as i64);
@@ -512,115 +542,94 @@ impl BoundCtx<'_> {
         let dims = d / tm.split;
         let bits = self.spec.sketch_bits;
         let inv_levels = sketch_inv_levels(bits) as f64;
-        let tid = k.let_("tid_t", k.thread_idx());
-        let pi = k.let_("pi", tid / tm.split);
-        let sub = k.let_("sub_t", tid % tm.split);
-        // This thread's slice of q' comes from global memory (q registers hold another slice).
-        let lp = k.let_("lp", c0 / p + pi.i64());
-        let used = k.let_("used", pi.lt(tm.pages));
-        let active = k.let_("active", used.and((lp * p).lt(self.src.len)));
-        let lp = self.src.logical_page(k, lp, active);
-        let group = ds.group as usize;
-        // w_i = q'_i·step_i goes to shared memory for the packing phase (held in registers
-        // across the barriers it would cost a GQA group d·G/split of them; reloading the
-        // bounds would add a memory round trip to every chunk).
-        let w_at = |g: usize, dim: Var| (pi * ds.group + g as u32) * d + dim;
-        let part_at = |g: usize, j: u32| ((pi * ds.group + g as u32) * tm.split + sub) * PARTS + j;
-        k.if_(used.and(active.not()), |k| {
-            for g in 0..group {
-                for j in 0..PARTS {
-                    k.store(tm.part, part_at(g, j), 0.0f32);
-                }
-            }
-        });
-        k.if_(active, |k| {
-            let meta = self.src.meta_row(k, lp.e());
-            for g in 0..group {
-                let (base, half, mag, wmax) = (
-                    k.let_typed("tb", Scalar::F32, 0.0),
-                    k.let_typed("th", Scalar::F32, 0.0),
-                    k.let_typed("tm", Scalar::F32, 0.0),
-                    k.let_typed("tx", Scalar::F32, 0.0),
-                );
-                for i in 0..dims {
-                    let dim = k.let_("dim", sub * dims + i);
-                    let mn = k.let_("tmn", self.bounds.at(meta + dim.i64()).f32());
-                    let mx = k.let_("tmx", self.bounds.at(meta + d as i64 + dim.i64()).f32());
-                    let q = k.let_("tq", qr.full[g].at(dim));
-                    let wv = k.let_("tw", q * ((mx - mn) * inv_levels));
-                    k.store(tm.w, w_at(g, dim), wv);
-                    k.assign(base, fma(q, mn, base));
-                    k.assign(half, half + wv.abs());
-                    k.assign(mag, mag + q.abs() * (mn.abs().max(mx.abs()) + 1.0f32));
-                    k.assign(wmax, wmax.max(wv.abs()));
-                }
-                k.store(tm.part, part_at(g, 0), base);
-                k.store(
-                    tm.part,
-                    part_at(g, 1),
-                    half * (0.5 * (1.0 + 1e-6)) + mag * self.slack,
-                );
-                k.store(tm.part, part_at(g, 2), 0.0f32);
-                k.store(tm.part, part_at(g, 3), wmax);
-            }
-        });
-        k.barrier();
-        // One thread per (page, head) sums the partials in order and fixes the scale.
-        let pages_heads = tm.pages * ds.group;
         let levels = sketch_levels(bits) as f64;
-        k.for_("ph", tid.e(), pages_heads, k.block_threads(), |k, ph| {
-            let (b, e, m) = (
-                k.let_typed("sb", Scalar::F32, 0.0),
-                k.let_typed("se", Scalar::F32, 0.0),
-                k.let_typed("sm", Scalar::F32, 0.0),
-            );
-            for j in 0..tm.split {
-                let at = (ph.clone() * tm.split + j) * PARTS;
-                k.assign(b, b + tm.part.at(at.clone()));
-                k.assign(e, e + tm.part.at(at.clone() + 1u32));
-                k.assign(m, m.max(tm.part.at(at + 3u32)));
-            }
-            let scale = k.let_("scale", m * (1.0 / WEIGHT_MAX));
-            let quant = (scale * 0.5f32 + m * (2.0f64).powi(-21)) * (levels * d as f64 * (1.0 + 1e-6));
-            k.store(tm.base, ph.clone(), b);
-            k.store(tm.eps, ph.clone(), e + quant);
-            k.store(tm.scale, ph.clone(), scale);
-            k.store(tm.inv, ph, select(m.gt(0.0f32), f32c(WEIGHT_MAX) / m, f32c(0.0)));
-        });
-        k.barrier();
-        // Quantize this thread's dimensions and pack them into byte words (pages past the
-        // sequence: zero weights).
-        k.if_(used, |k| {
-            for g in 0..group {
-                let slot = k.let_("slot_q", pi * ds.group + g as u32);
-                let inv = k.let_("inv", tm.inv.at(slot));
-                // m = floor(w/scale + 1/2), clamped (NaN metadata of the stale last page → ±M).
-                let m: Vec<Var> = (0..dims).map(|_| k.let_typed("mq", Scalar::I32, 0i32)).collect();
-                k.if_(active, |k| {
-                    for (i, mq) in m.iter().enumerate() {
-                        let dim = k.let_("dim", sub * dims + i as u32);
-                        let x = (tm.w.at(w_at(g, dim)) * inv + 0.5f32)
-                            .floor()
-                            .max(-WEIGHT_MAX as f32)
-                            .min(WEIGHT_MAX as f32);
-                        k.assign(*mq, x.i32());
+        let threads = k.block_threads();
+        let per_round = threads / tm.split;
+        let tid = k.let_("tid_t", k.thread_idx());
+        let sub = k.let_("sub_t", tid % tm.split);
+        let first = k.let_("first_t", sub * dims);
+        let kv = self.bounds.elem;
+        let vec = (16 / kv.size_bytes()).min(dims);
+        for round in 0..tm.pages.div_ceil(per_round) {
+            let pi = k.let_("pi", tid / tm.split + round * per_round);
+            let lp = k.let_("lp", c0 / p + pi.i64());
+            let used = k.let_("used", pi.lt(tm.pages));
+            let active = k.let_("active", used.and((lp * p).lt(self.src.len)));
+            let lp = self.src.logical_page(k, lp, active);
+            // This lane's slice of the page's bounds (zeros past the sequence).
+            let mn: Vec<Var> = (0..dims).map(|_| k.let_typed("tmn", kv, 0.0)).collect();
+            let mx: Vec<Var> = (0..dims).map(|_| k.let_typed("tmx", kv, 0.0)).collect();
+            k.if_(active, |k| {
+                let meta = self.src.meta_row(k, lp.e());
+                let at = k.let_("tb_at", meta + first.i64());
+                for j in (0..dims).step_by(vec as usize) {
+                    let lo = k.load_vec("bmn", self.bounds, at + j as i64, vec);
+                    let hi = k.load_vec("bmx", self.bounds, at + (d + j) as i64, vec);
+                    for i in 0..vec as usize {
+                        k.assign(mn[j as usize + i], lo[i]);
+                        k.assign(mx[j as usize + i], hi[i]);
                     }
-                });
-                let first_bw = sub * (dims / 4);
-                for local in 0..dims / 4 {
-                    let dims_of = byte_word_dims(bits, local);
-                    let (mut hi, mut lo) = (u32c(0), u32c(0));
-                    for (b, &dim) in dims_of.iter().enumerate() {
-                        let mi = m[dim as usize];
-                        hi = hi | (((mi >> 8i32).bitcast(Scalar::U32) & 0xFFu32) << (8 * b as u32));
-                        lo = lo | ((mi.e().bitcast(Scalar::U32) & 0xFFu32) << (8 * b as u32));
-                    }
-                    let at = k.let_("wq_at", slot * (d / 2) + first_bw.clone() + local);
-                    k.store(tm.words, at, hi);
-                    k.store(tm.words, at + d / 4, lo);
                 }
+            });
+            let mn: Vec<Var> = mn.iter().map(|x| k.let_("mnf", x.f32())).collect();
+            let mx: Vec<Var> = mx.iter().map(|x| k.let_("mxf", x.f32())).collect();
+            let bound_abs = mn
+                .iter()
+                .zip(&mx)
+                .fold(f32c(0.0), |m, (a, b)| m.max(a.abs()).max(b.abs()));
+            let bound_abs = k.let_("babs", bound_abs);
+            for g in 0..ds.group {
+                let (q, qabs) = match &tm.queries {
+                    Some(held) => held[g as usize].clone(),
+                    None => query_slice(k, qr, g as usize, first, dims, tm.split),
+                };
+                let w: Vec<Var> = (0..dims as usize)
+                    .map(|i| k.let_("tw", q[i] * ((mx[i] - mn[i]) * inv_levels)))
+                    .collect();
+                let base = (0..dims as usize).fold(f32c(0.0), |acc, i| fma(q[i], mn[i], acc));
+                let half = w.iter().fold(f32c(0.0), |acc, x| acc + x.abs());
+                let wmax = w.iter().fold(f32c(0.0), |acc, x| acc.max(x.abs()));
+                let sums = k.warp_allreduce_width(
+                    &[
+                        (Reduce::Sum, base),
+                        (Reduce::Sum, half),
+                        (Reduce::Max, wmax),
+                        (Reduce::Max, bound_abs.e()),
+                    ],
+                    tm.split,
+                );
+                let (base, half, wmax, babs) = (sums[0], sums[1], sums[2], sums[3]);
+                let scale = k.let_("scale", wmax * (1.0 / WEIGHT_MAX));
+                let inv = k.let_("inv", select(wmax.gt(0.0f32), wmax.rcp() * WEIGHT_MAX, f32c(0.0)));
+                let slot = k.let_("slot_q", pi * ds.group + g);
+                // Bytes 0 and 1 of `rint(w·inv) + 1.5·2²³` are m's low and high bytes.
+                let y: Vec<Var> = w
+                    .iter()
+                    .map(|x| k.let_("mq", fma(*x, inv, ROUND_MAGIC).bitcast(Scalar::U32)))
+                    .collect();
+                let (mut hi, mut lo) = (Vec::new(), Vec::new());
+                for local in 0..dims / 4 {
+                    let [a, b, c, e] = byte_word_dims(bits, local).map(|dim| y[dim as usize]);
+                    let ab = k.let_("p_ab", prmt(a, b, 0x5140));
+                    let ce = k.let_("p_ce", prmt(c, e, 0x5140));
+                    lo.push(prmt(ab, ce, 0x5410));
+                    hi.push(prmt(ab, ce, 0x7632));
+                }
+                k.if_(used, |k| {
+                    let at = k.let_("wq_at", slot * (d / 2) + sub * (dims / 4));
+                    store_words(k, tm.words, at.e(), hi);
+                    store_words(k, tm.words, at + d / 4, lo);
+                    k.if_(sub.eq_(0u32), |k| {
+                        let quant =
+                            (scale * 0.5f32 + wmax * (2.0f64).powi(-21)) * (levels * d as f64 * (1.0 + 1e-6));
+                        let mag = qabs * (babs + 1.0f32) * self.slack;
+                        k.store(tm.base, slot, base);
+                        k.store(tm.eps, slot, half * (0.5 * (1.0 + 1e-6)) + mag + quant);
+                        k.store(tm.scale, slot, scale);
+                    });
+                });
             }
-        });
+        }
         k.barrier();
     }
 
@@ -651,6 +660,20 @@ fn load_row_if(k: &mut KernelBuilder, lanes: &Lanes, buf: Buf, row: Var, cond: E
         }
     });
     vals
+}
+
+/// Store consecutive u32 words from `at` (a multiple of their count's vector width) with the
+/// widest vector stores that fit.
+fn store_words(k: &mut KernelBuilder, buf: Buf, at: impl IntoExpr, words: Vec<Expr>) {
+    let at = at.into_expr(Some(Scalar::U32));
+    let vec = words.len().min(4);
+    for (i, part) in words.chunks(vec).enumerate() {
+        if part.len() == 1 {
+            k.store(buf, at.clone() + (i * vec) as u32, part[0].clone());
+        } else {
+            k.store_vec(buf, at.clone() + (i * vec) as u32, part.to_vec());
+        }
+    }
 }
 
 /// `(α−1)·slope_h·(t − (len − 1))` for head `g`, or 0.

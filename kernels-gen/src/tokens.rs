@@ -393,6 +393,20 @@ impl QueryRow {
     pub fn at(&self, dim: impl IntoExpr) -> Expr {
         self.q.at(self.row + dim.into_expr(Some(Scalar::U32)).i64()).f32() * self.scale
     }
+
+    /// `q'` of dimensions `first .. first + n` (f32) with 16-byte loads: `first` and `n` must be
+    /// multiples of 8, so every load is aligned.
+    pub fn slice(&self, k: &mut KernelBuilder, first: impl IntoExpr, n: u32) -> Vec<Var> {
+        assert!(n % 8 == 0, "q' slices are whole 8-dimension blocks");
+        let vec = (16 / self.q.elem.size_bytes()).min(n);
+        let at = k.let_("q_at", self.row + first.into_expr(Some(Scalar::U32)).i64());
+        let raw: Vec<Var> = (0..n / vec)
+            .flat_map(|j| k.load_vec("qv", self.q, at + (j * vec) as i64, vec))
+            .collect();
+        raw.into_iter()
+            .map(|x| k.let_("qs", x.f32() * self.scale))
+            .collect()
+    }
 }
 
 /// Lane geometry of a score pass: `lanes` lanes share a token, lane `sub` multiplies

@@ -760,6 +760,13 @@ impl<'k, 'b> Machine<'k, 'b> {
                 self.give(y);
                 Ok(z)
             }
+            ExprKind::Prmt { a, b, selector } => {
+                let x = self.eval(a, lanes)?;
+                let mut y = self.eval(b, lanes)?;
+                ops::prmt(&x, &mut y, *selector);
+                self.give(x);
+                Ok(y)
+            }
             ExprKind::Select(c, a, b) => {
                 let cv = self.eval(c, lanes)?;
                 let av = self.eval(a, lanes)?;

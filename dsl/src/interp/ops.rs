@@ -392,6 +392,29 @@ pub(crate) fn dp4a(a_signed: bool, b_signed: bool, a: &[u64], b: &[u64], c: &mut
     }
 }
 
+/// PTX `prmt.b32` in its default mode (the result lands in `b`): byte `i` of the result is byte
+/// `n & 7` of `b:a` (`a` low) for selector nibble `n = (selector >> 4i) & 15`, or that byte's
+/// sign replicated when `n & 8`.
+pub(crate) fn prmt(a: &[u64], b: &mut [u64], selector: u16) {
+    for (y, &x) in b.iter_mut().zip(a) {
+        let bytes = ((*y & 0xffff_ffff) << 32) | (x & 0xffff_ffff);
+        *y = (0..4).fold(0u64, |acc, i| {
+            let n = (selector >> (4 * i)) & 15;
+            let byte = (bytes >> (8 * (n & 7))) & 0xff;
+            let byte = if n & 8 != 0 {
+                if byte & 0x80 != 0 {
+                    0xff
+                } else {
+                    0
+                }
+            } else {
+                byte
+            };
+            acc | (byte << (8 * i))
+        });
+    }
+}
+
 /// `b = cond ? a : b` (the result lands in `b`).
 pub(crate) fn select(cond: &[u64], a: &[u64], b: &mut [u64]) {
     for ((y, &x), &c) in b.iter_mut().zip(a).zip(cond) {
@@ -592,6 +615,23 @@ mod tests {
         let mut a = [5u64];
         unary(UnOp::Not, U32, &mut a).unwrap();
         assert_eq!(a[0], 0xffff_fffa);
+    }
+
+    #[test]
+    fn prmt_selects_bytes_and_replicates_signs() {
+        // a = bytes [0x01, 0x82, 0x03, 0x84], b = [0x05, 0x06, 0x87, 0x08] (low first).
+        let a = [0x8403_8201u64];
+        let run = |sel: u16| {
+            let mut y = [0x0887_0605u64];
+            prmt(&a, &mut y, sel);
+            y[0]
+        };
+        assert_eq!(run(0x3210), 0x8403_8201);
+        assert_eq!(run(0x7654), 0x0887_0605);
+        assert_eq!(run(0x5140), 0x0682_0501); // [a0, b0, a1, b1]
+        assert_eq!(run(0x7632), 0x0887_8403); // high halves
+        assert_eq!(run(0x9999), 0xffff_ffff); // sign of a1 (0x82) everywhere
+        assert_eq!(run(0x0008), 0x0101_0100); // sign of a0 (0x01) is 0, then a0 three times
     }
 
     #[test]
