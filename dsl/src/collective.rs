@@ -76,6 +76,17 @@ impl KernelBuilder {
     /// (all items must share one type). The call begins and ends with a barrier, so `scratch`
     /// may be reused right after, and every thread of the block must make the call.
     pub fn block_allreduce_many(&mut self, items: &[(Reduce, Expr)], scratch: Buf) -> Vec<Var> {
+        self.block_allreduce_inner(items, scratch, true)
+    }
+
+    /// [`Self::block_allreduce_many`] without its leading barrier, for a `scratch` that only
+    /// block collectives use: each of them ends with a barrier after its reads, so no warp can
+    /// still be reading it.
+    pub fn block_allreduce_many_reusing(&mut self, items: &[(Reduce, Expr)], scratch: Buf) -> Vec<Var> {
+        self.block_allreduce_inner(items, scratch, false)
+    }
+
+    fn block_allreduce_inner(&mut self, items: &[(Reduce, Expr)], scratch: Buf, lead: bool) -> Vec<Var> {
         let warps = self.warps_per_block();
         let partial = self.warp_allreduce_many(items);
         if warps == 1 {
@@ -85,7 +96,9 @@ impl KernelBuilder {
         let lane = self.let_("lane", self.lane());
         let warp = self.let_("warp", self.warp());
         // Barrier first: an earlier use of `scratch` may still be read by other warps.
-        self.barrier();
+        if lead {
+            self.barrier();
+        }
         let p = partial.clone();
         self.if_(lane.eq_(0u32), |k| {
             for (i, v) in p.iter().enumerate() {
@@ -130,6 +143,16 @@ impl KernelBuilder {
     /// Returns `(exclusive, total)`; `scratch` needs at least `warps` elements of the value's type.
     /// Begins and ends with a barrier; every thread must make the call.
     pub fn block_exclusive_scan(&mut self, value: impl IntoExpr, scratch: Buf) -> (Var, Var) {
+        self.block_exclusive_scan_inner(value, scratch, true)
+    }
+
+    /// [`Self::block_exclusive_scan`] without its leading barrier, for a `scratch` that only
+    /// block collectives use (see [`Self::block_allreduce_many_reusing`]).
+    pub fn block_exclusive_scan_reusing(&mut self, value: impl IntoExpr, scratch: Buf) -> (Var, Var) {
+        self.block_exclusive_scan_inner(value, scratch, false)
+    }
+
+    fn block_exclusive_scan_inner(&mut self, value: impl IntoExpr, scratch: Buf, lead: bool) -> (Var, Var) {
         let value = self.let_("scan_in", value);
         let ty = value.ty;
         let incl = self.warp_inclusive_scan(value);
@@ -141,7 +164,9 @@ impl KernelBuilder {
         }
         let lane = self.let_("lane", self.lane());
         let warp = self.let_("warp", self.warp());
-        self.barrier();
+        if lead {
+            self.barrier();
+        }
         self.if_(lane.eq_(WARP - 1), |k| k.store(scratch, warp, incl));
         self.barrier();
         // Each warp scans the per-warp totals itself (warps ≤ 32).

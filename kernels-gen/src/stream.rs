@@ -60,7 +60,8 @@ pub struct Stream<'a> {
     pub tile: &'a DenseTile,
     pub bufs: CandidateBufs,
     pub segs: Vec<Segment>,
-    /// Shared scratch: `warps × 2 × group` f32 and `warps` i32.
+    /// Shared scratch: `warps × 2 × group` f32 and `warps` i32. Only the block collectives
+    /// below use them, so they skip their leading barriers (`*_reusing`).
     pub red: Buf,
     pub scan: Buf,
 }
@@ -113,7 +114,7 @@ impl<'a> Stream<'a> {
                 (Reduce::Max, m)
             })
             .collect();
-        let m = k.block_allreduce_many(&maxes, self.red);
+        let m = k.block_allreduce_many_reusing(&maxes, self.red);
         for (s, m) in self.segs.iter().zip(&m) {
             k.assign(s.hi, s.hi.max(*m));
             k.assign(s.lo, s.lo.max(s.hi - 1.0f32));
@@ -178,14 +179,15 @@ impl<'a> Stream<'a> {
         if self.tile.chunk_len() >= 1 << 15 {
             return counts
                 .iter()
-                .map(|c| k.block_exclusive_scan(c.clone(), self.scan))
+                .map(|c| k.block_exclusive_scan_reusing(c.clone(), self.scan))
                 .collect();
         }
         let mut out = Vec::new();
         for pair in counts.chunks(2) {
             match pair {
                 [a, b] => {
-                    let (excl, total) = k.block_exclusive_scan(a.clone() + b.clone() * 65536i32, self.scan);
+                    let (excl, total) =
+                        k.block_exclusive_scan_reusing(a.clone() + b.clone() * 65536i32, self.scan);
                     out.push((
                         k.let_("excl_lo", excl & 0xFFFFi32),
                         k.let_("total_lo", total & 0xFFFFi32),
@@ -195,7 +197,7 @@ impl<'a> Stream<'a> {
                         k.let_("total_hi", total >> 16i32),
                     ));
                 }
-                [a] => out.push(k.block_exclusive_scan(a.clone(), self.scan)),
+                [a] => out.push(k.block_exclusive_scan_reusing(a.clone(), self.scan)),
                 _ => unreachable!("chunks of two"),
             }
         }
@@ -225,7 +227,7 @@ impl<'a> Stream<'a> {
             sums.push((Reduce::Sum, s0.e()));
             sums.push((Reduce::Sum, s1.e()));
         }
-        let tot = k.block_allreduce_many(&sums, self.red);
+        let tot = k.block_allreduce_many_reusing(&sums, self.red);
         for ((g, s), hi) in self.segs.iter().enumerate().zip(his) {
             let f = k.let_("f", tot[2 * g] - 1.0f32);
             let next = newton_update(k, self.spec.alpha, s.probe, s.lo, *hi, f, tot[2 * g + 1]);
@@ -252,7 +254,7 @@ impl<'a> Stream<'a> {
             let keep = k.let_("keep", inside.and(ub.gt(s.lo)));
             // The scan's barriers order this window's reads before any of its writes; writes
             // land below the next window, so it needs no extra barrier.
-            let (excl, total) = k.block_exclusive_scan(select(keep, 1i32, 0i32), scan);
+            let (excl, total) = k.block_exclusive_scan_reusing(select(keep, 1i32, 0i32), scan);
             k.if_(keep, |k| {
                 let dst = k.let_("dst", s.base + (wp + excl).i64());
                 k.store(bufs.lb, dst, lb);
