@@ -1026,6 +1026,61 @@ fn block_exclusive_scan_all_block_sizes() {
     }
 }
 
+/// The `_reusing` collectives skip their leading barrier: chained on one scratch they give the
+/// same results race-free, and after a plain read of that scratch the race check reports the
+/// write that would need the barrier.
+#[test]
+fn reusing_collectives_chain_without_leading_barriers() {
+    let build = |plain_read_first: bool| {
+        let bt = 128u32;
+        let mut k = KernelBuilder::new("reusing", bt);
+        let x = k.buffer("x", Scalar::I32, Access::Read);
+        let out = k.buffer("out", Scalar::I32, Access::Write);
+        let red = k.shared("red", Scalar::I32, bt / 32);
+        let tid = k.let_("tid", k.thread_idx());
+        let v = k.let_("v", x.at(tid));
+        if plain_read_first {
+            k.if_(tid.lt(bt / 32), |k| k.store(red, tid, v));
+            k.barrier();
+            let peek = k.let_("peek", red.at(0u32));
+            k.store(out, tid + 4 * bt, peek);
+        }
+        let (e1, t1) = k.block_exclusive_scan_reusing(v, red);
+        let m = k.block_allreduce_many_reusing(&[(Reduce::Max, v.e())], red);
+        let (e2, _) = k.block_exclusive_scan_reusing(e1 + 1i32, red);
+        for (i, val) in [e1.e(), t1.e(), m[0].e(), e2.e()].into_iter().enumerate() {
+            k.store(out, tid + i as u32 * bt, val);
+        }
+        k.finish().unwrap()
+    };
+    let xs: Vec<i32> = (0..128).map(|i| (i * 37 % 11) - 3).collect();
+    let mut hx = HostBuffer::I32(xs.clone());
+    let mut ho = HostBuffer::zeros(Scalar::I32, 5 * 128);
+    launch(&build(false), 1, &mut [Arg::Buf(&mut hx), Arg::Buf(&mut ho)]).unwrap();
+    let o = ho.as_i32().unwrap();
+    let (mut acc, mut acc2) = (0, 0);
+    for t in 0..128 {
+        assert_eq!(o[t], acc, "exclusive scan at {t}");
+        assert_eq!(o[128 + t], xs.iter().sum::<i32>());
+        assert_eq!(o[256 + t], *xs.iter().max().unwrap());
+        assert_eq!(o[384 + t], acc2, "second scan at {t}");
+        acc2 += acc + 1;
+        acc += xs[t];
+    }
+    let e = launch(&build(true), 1, &mut [Arg::Buf(&mut hx), Arg::Buf(&mut ho)]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InterpError::SharedRace {
+                access: RaceAccess::Write,
+                other_access: RaceAccess::Read,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
 // ----- control flow ----------------------------------------------------------------------
 
 #[test]
