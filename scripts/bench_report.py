@@ -103,7 +103,7 @@ PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode” and “Dense entmax decode at 32k: the `auto` target”",
     "topk": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
     "gaussian": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
-    "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried” and %s" % SPLIT,
+    "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried” and “Certified page terms in one phase”",
     "certified-pruned": "[perf-notes.md](perf-notes.md), “Certified-exact with page pruning”",
 }
 

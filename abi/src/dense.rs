@@ -148,10 +148,12 @@ impl DenseTile {
 
     /// The certified decode's tile. Its score pass keeps per token and head the raw sketch
     /// words and its bounds, so rows are split over lanes like the dense pass (≥ 8 dimensions
-    /// each: one 4-bit sketch word). It is bound by the per-chunk round trips and barriers, not
-    /// by arithmetic: 128-thread CTAs with an occupancy floor, one
-    /// lane per d = 32 token, four tokens a lane group and two Newton steps measured fastest on the H200 at 128k and 1M
-    /// (results/2026-11-29-certified-dp4a); choices checked with ptxas for 0 spills across d and
+    /// each: one 4-bit sketch word). It is bound by latency (the per-chunk page terms and
+    /// reductions), not by arithmetic: 128-thread CTAs with an occupancy floor, one lane per
+    /// d = 32 token, four tokens a lane group and two Newton steps measured fastest on the H200
+    /// at 128k and 1M (results/2026-11-29-certified-dp4a; eight tokens at two or three CTAs an
+    /// SM and 256 threads were slower again with the one-phase page terms,
+    /// results/2026-11-30-certified-terms); choices checked with ptxas for 0 spills across d and
     /// GQA. Its finish pass stages an upper bound per candidate too, so it stages fewer to fit
     /// static shared memory.
     pub fn default_certified(paged: &PagedSpec) -> DenseTile {
