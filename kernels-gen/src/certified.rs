@@ -341,6 +341,9 @@ struct BoundCtx<'a> {
 /// into a signed high byte and an unsigned low byte (`m = 256·hi + lo`) for two `dp4a`s.
 const WEIGHT_MAX: f64 = 32767.0;
 
+/// Largest `max|w_i|` of a page whose weights are all zero (see [`BoundCtx::page_terms`]).
+const WEIGHT_FLOOR: f64 = 7.888609052210118e-31; // 2⁻¹⁰⁰
+
 /// `1.5·2²³`: for |x| < 2²², the f32 `x + MAGIC` holds `rint(x)` in its low mantissa bits, so
 /// its bytes 0 and 1 are the two's-complement low and high bytes of `rint(x)`.
 const ROUND_MAGIC: f64 = 12_582_912.0;
@@ -520,7 +523,8 @@ impl BoundCtx<'_> {
     /// The terms of the chunk's pages (starting at token `c0`) for every head, into shared
     /// memory. With `w_i = q'_i·step_i`:
     /// - `base = Σ q'_i·min_i`;
-    /// - `scale = max|w_i|/32767` and integer weights `m_i = rint(w_i/scale)` (|m_i| ≤ 32767);
+    /// - `scale = max|w_i|/32767` and integer weights `m_i = rint(w_i/scale)` (|m_i| ≤ 32767),
+    ///   or all zero when `max|w_i| ≤ 2⁻¹⁰⁰` (then `E = levels·d·max|w|`);
     /// - `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max_i max(|min_i|, |max_i|) + 1) + E`, where
     ///   `E = levels·d·(scale/2 + 2⁻²¹·max|w|)` bounds `|Σ (w_i − m_i·scale)·code_i|`:
     ///   `|w_i − m_i·scale| ≤ scale/2` from rounding to the nearest integer, plus the f32
@@ -600,7 +604,10 @@ impl BoundCtx<'_> {
                 );
                 let (base, half, wmax, babs) = (sums[0], sums[1], sums[2], sums[3]);
                 let scale = k.let_("scale", wmax * (1.0 / WEIGHT_MAX));
-                let inv = k.let_("inv", select(wmax.gt(0.0f32), wmax.rcp() * WEIGHT_MAX, f32c(0.0)));
+                // Below 2⁻¹⁰⁰ `32767/max|w|` could overflow (bf16 keys reach 1e-38): such a page
+                // gets zero weights, and ε covers all of `Σ w_i·code_i` instead.
+                let tiny = k.let_("tiny", wmax.le(WEIGHT_FLOOR));
+                let inv = k.let_("inv", select(tiny, f32c(0.0), wmax.rcp() * WEIGHT_MAX));
                 let slot = k.let_("slot_q", pi * ds.group + g);
                 // Bytes 0 and 1 of `rint(w·inv) + 1.5·2²³` are m's low and high bytes.
                 let y: Vec<Var> = w
@@ -620,8 +627,8 @@ impl BoundCtx<'_> {
                     store_words(k, tm.words, at.e(), hi);
                     store_words(k, tm.words, at + d / 4, lo);
                     k.if_(sub.eq_(0u32), |k| {
-                        let quant =
-                            (scale * 0.5f32 + wmax * (2.0f64).powi(-21)) * (levels * d as f64 * (1.0 + 1e-6));
+                        let per_code = select(tiny, wmax.e(), scale * 0.5f32 + wmax * (2.0f64).powi(-21));
+                        let quant = per_code * (levels * d as f64 * (1.0 + 1e-6));
                         let mag = qabs * (babs + 1.0f32) * self.slack;
                         k.store(tm.base, slot, base);
                         k.store(tm.eps, slot, half * (0.5 * (1.0 + 1e-6)) + mag + quant);

@@ -289,6 +289,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             KeyData::Dominant,
         ),
         mk(2.0, 32, 1, 16, 4, DType::F16, false, vec![700], KeyData::Extreme),
+        mk(1.5, 32, 1, 16, 8, DType::BF16, false, vec![300], KeyData::Tiny),
         mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
         // Page-coherent keys with a few query-aligned pages, long enough that the pruning
         // drops most pages (the selected score pass then walks scattered pages).

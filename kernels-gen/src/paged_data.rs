@@ -27,6 +27,9 @@ pub enum KeyData {
     Dominant,
     /// Keys scaled by 300.
     Extreme,
+    /// Keys scaled by 1e-35 (bf16 holds them; the certified pass's page weights fall below its
+    /// quantization floor).
+    Tiny,
 }
 
 #[derive(Clone, Debug)]
@@ -168,6 +171,7 @@ impl PagedCase {
                 }
             }
             KeyData::Extreme => k.iter_mut().for_each(|x| *x *= 300.0),
+            KeyData::Tiny => k.iter_mut().for_each(|x| *x *= 1e-35),
             KeyData::Peaked => {
                 let pages = len.div_ceil(p);
                 let walk = normal(seed ^ 0x7777, pages * d);
