@@ -624,8 +624,8 @@ impl BoundCtx<'_> {
                 }
                 k.if_(used, |k| {
                     let at = k.let_("wq_at", slot * (d / 2) + sub * (dims / 4));
-                    store_words(k, tm.words, at.e(), hi);
-                    store_words(k, tm.words, at + d / 4, lo);
+                    page_meta::store_run(k, tm.words, at.e(), &hi);
+                    page_meta::store_run(k, tm.words, at + d / 4, &lo);
                     k.if_(sub.eq_(0u32), |k| {
                         let per_code = select(tiny, wmax.e(), scale * 0.5f32 + wmax * (2.0f64).powi(-21));
                         let quant = per_code * (levels * d as f64 * (1.0 + 1e-6));
@@ -667,20 +667,6 @@ fn load_row_if(k: &mut KernelBuilder, lanes: &Lanes, buf: Buf, row: Var, cond: E
         }
     });
     vals
-}
-
-/// Store consecutive u32 words from `at` (a multiple of their count's vector width) with the
-/// widest vector stores that fit.
-fn store_words(k: &mut KernelBuilder, buf: Buf, at: impl IntoExpr, words: Vec<Expr>) {
-    let at = at.into_expr(Some(Scalar::U32));
-    let vec = words.len().min(4);
-    for (i, part) in words.chunks(vec).enumerate() {
-        if part.len() == 1 {
-            k.store(buf, at.clone() + (i * vec) as u32, part[0].clone());
-        } else {
-            k.store_vec(buf, at.clone() + (i * vec) as u32, part.to_vec());
-        }
-    }
 }
 
 /// `(α−1)·slope_h·(t − (len − 1))` for head `g`, or 0.

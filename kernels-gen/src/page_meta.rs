@@ -154,7 +154,7 @@ fn quantize(x: Var, q: &Quant, bits: u32) -> Expr {
 
 /// Store `vals` (consecutive elements from `at`, `at` a multiple of the vector length) with
 /// the widest vector stores that fit.
-fn store_run(k: &mut KernelBuilder, buf: Buf, at: Expr, vals: &[Expr]) {
+pub(crate) fn store_run(k: &mut KernelBuilder, buf: Buf, at: Expr, vals: &[Expr]) {
     let vec = (16 / buf.elem.size_bytes()).min(vals.len() as u32).max(1) as usize;
     for (i, part) in vals.chunks(vec).enumerate() {
         if part.len() == 1 {
