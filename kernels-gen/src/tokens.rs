@@ -394,11 +394,11 @@ impl QueryRow {
         self.q.at(self.row + dim.into_expr(Some(Scalar::U32)).i64()).f32() * self.scale
     }
 
-    /// `q'` of dimensions `first .. first + n` (f32) with 16-byte loads: `first` and `n` must be
-    /// multiples of 8, so every load is aligned.
+    /// `q'` of dimensions `first .. first + n` (f32) with loads of up to 16 bytes: `first` and
+    /// `n` must be multiples of the load width (`min(n, 16 bytes)`), so every load is aligned.
     pub fn slice(&self, k: &mut KernelBuilder, first: impl IntoExpr, n: u32) -> Vec<Var> {
-        assert!(n % 8 == 0, "q' slices are whole 8-dimension blocks");
         let vec = (16 / self.q.elem.size_bytes()).min(n);
+        assert!(n % vec == 0, "q' slice of {n} dimensions in loads of {vec}");
         let at = k.let_("q_at", self.row + first.into_expr(Some(Scalar::U32)).i64());
         let raw: Vec<Var> = (0..n / vec)
             .flat_map(|j| k.load_vec("qv", self.q, at + (j * vec) as i64, vec))
@@ -460,15 +460,9 @@ pub fn load_queries(
         let h = k.let_("h", kvh * spec.group + g);
         let head = k.let_("qhead", (b * q_heads + h).i64());
         let row = k.let_("q_row", head * spec.head_dim as i64);
-        regs.full.push(QueryRow { q, row, scale });
-        let base = k.let_("q_base", row + (lanes.sub * lanes.dims).i64());
-        let mut v = Vec::new();
-        for c in 0..lanes.dims / lanes.vec {
-            for x in k.load_vec("q", q, base + (c * lanes.vec) as i64, lanes.vec) {
-                v.push(k.let_("qs", x.f32() * scale));
-            }
-        }
-        regs.q.push(v);
+        let full = QueryRow { q, row, scale };
+        regs.q.push(full.slice(k, lanes.sub * lanes.dims, lanes.dims));
+        regs.full.push(full);
         regs.alibi.push(alibi.map(|s| k.let_("slope", s.at(h) * a1)));
     }
     regs
