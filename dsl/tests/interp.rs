@@ -1730,6 +1730,74 @@ fn race_kernel(with_barrier: bool) -> Kernel {
     k.finish().unwrap()
 }
 
+/// Warp 0 writes `buf`, warp 1 reads it back (a workspace segment read without a barrier).
+fn global_race_kernel(with_barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new("global_race", 64);
+    let ws = k.buffer("ws", Scalar::U32, Access::ReadWrite);
+    let out = k.buffer("out", Scalar::U32, Access::Write);
+    let tid = k.let_("tid", k.thread_idx());
+    k.if_(tid.lt(32u32), |k| k.store(ws, tid, tid * 5u32));
+    if with_barrier {
+        k.barrier();
+    }
+    k.if_(tid.ge(32u32), |k| k.store(out, tid - 32u32, ws.at(tid - 32u32)));
+    k.finish().unwrap()
+}
+
+#[test]
+fn error_global_race_within_a_block() {
+    let mut ws = HostBuffer::zeros(Scalar::U32, 32);
+    let mut o = HostBuffer::zeros(Scalar::U32, 32);
+    let e = launch(
+        &global_race_kernel(false),
+        1,
+        &mut [Arg::Buf(&mut ws), Arg::Buf(&mut o)],
+    )
+    .unwrap_err();
+    match &e {
+        InterpError::GlobalRace {
+            buffer,
+            index,
+            access,
+            warp,
+            other_access,
+            other_warp,
+            loc,
+        } => {
+            assert_eq!(buffer, "ws");
+            assert_eq!(*index, 0);
+            assert_eq!((*access, *other_access), (RaceAccess::Read, RaceAccess::Write));
+            assert_eq!((*warp, *other_warp), (1, 0));
+            assert_eq!(loc.thread, 32);
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert!(e.to_string().contains("global-memory race on `ws`[0]"), "{e}");
+    launch(
+        &global_race_kernel(true),
+        1,
+        &mut [Arg::Buf(&mut ws), Arg::Buf(&mut o)],
+    )
+    .unwrap();
+    assert_eq!(
+        o.as_u32().unwrap(),
+        (0..32).map(|t| t * 5).collect::<Vec<u32>>().as_slice()
+    );
+    // Blocks are separate epochs: block 1 reading what block 0 wrote is not a race here.
+    let mut k = KernelBuilder::new("next_block", 64);
+    let ws_b = k.buffer("ws", Scalar::U32, Access::ReadWrite);
+    let tid = k.let_("tid", k.thread_idx());
+    let b = k.let_("b", k.block_idx(Axis::X));
+    k.if_(b.eq_(0u32).and(tid.eq_(0u32)), |k| k.store(ws_b, 0u32, 7u32));
+    k.if_(b.eq_(1u32).and(tid.eq_(32u32)), |k| {
+        k.store(ws_b, 1u32, ws_b.at(0u32))
+    });
+    let next_block = k.finish().unwrap();
+    let mut ws2 = HostBuffer::zeros(Scalar::U32, 2);
+    launch(&next_block, 2, &mut [Arg::Buf(&mut ws2)]).unwrap();
+    assert_eq!(ws2.as_u32().unwrap(), &[7, 7]);
+}
+
 #[test]
 fn error_shared_race_between_warps() {
     let mut o = HostBuffer::zeros(Scalar::U32, 32);
@@ -1761,7 +1829,7 @@ fn error_shared_race_between_warps() {
     );
     // Race checking can be switched off.
     let opts = InterpOptions {
-        check_shared_races: false,
+        check_races: false,
         ..Default::default()
     };
     run_with(

@@ -242,9 +242,11 @@ impl<'a> Stream<'a> {
         let bufs = self.bufs;
         let scan = self.scan;
         k.for_("w0", 0i32, s.count, self.tile.threads as i32, |k, w0| {
-            let i = k.let_("i", w0 + tid.i32());
+            let i = k.let_("i", w0.clone() + tid.i32());
             let inside = k.let_("inside", i.lt(s.count));
-            let at = k.let_("at", s.base + select(inside, i, 0i32).i64());
+            // Lanes past the end read the window's first element: earlier windows' writes
+            // land below it, so even a discarded read never meets a write of this epoch.
+            let at = k.let_("at", s.base + select(inside, i, w0).i64());
             let lb = k.let_("lbp", bufs.lb.at(at));
             let ub = match bufs.ub {
                 Some(u) => k.let_("ubp", u.at(at)),

@@ -128,6 +128,19 @@ pub enum InterpError {
         index: u64,
     },
     #[error(
+        "{loc}: global-memory race on `{buffer}`[{index}] within one block: {access} by warp {warp} \
+         after a {other_access} by warp {other_warp} with no barrier in between"
+    )]
+    GlobalRace {
+        loc: Box<Location>,
+        buffer: String,
+        index: u64,
+        access: RaceAccess,
+        warp: u32,
+        other_access: RaceAccess,
+        other_warp: u32,
+    },
+    #[error(
         "{loc}: shared-memory race on `{array}`[{index}]: {access} by warp {warp} after a {other_access} \
          by warp {other_warp} with no barrier in between"
     )]
@@ -176,6 +189,7 @@ impl InterpError {
             | InterpError::UninitRegister { loc, .. }
             | InterpError::UninitShared { loc, .. }
             | InterpError::SharedRace { loc, .. }
+            | InterpError::GlobalRace { loc, .. }
             | InterpError::DivByZero { loc, .. }
             | InterpError::DivOverflow { loc, .. }
             | InterpError::ShiftOverflow { loc, .. }
@@ -195,6 +209,7 @@ impl InterpError {
             | InterpError::UninitRegister { loc, .. }
             | InterpError::UninitShared { loc, .. }
             | InterpError::SharedRace { loc, .. }
+            | InterpError::GlobalRace { loc, .. }
             | InterpError::DivByZero { loc, .. }
             | InterpError::DivOverflow { loc, .. }
             | InterpError::ShiftOverflow { loc, .. }

@@ -34,7 +34,7 @@ pub(crate) fn execute(
 /// "No warp" marker in [`Track`].
 const NONE: u8 = u8::MAX;
 
-/// Race-detection state of one shared-memory element. Epochs are global across the run (each
+/// Race-detection state of one shared-memory or writable global element. Epochs are global across the run (each
 /// block starts a new one), so nothing needs resetting between blocks.
 #[derive(Clone, Copy)]
 struct Track {
@@ -175,6 +175,9 @@ struct Machine<'k, 'b> {
     stats: RunStats,
     buf_loaded: Vec<u64>,
     buf_stored: Vec<u64>,
+    /// Race tracking of each writable global buffer (empty for read-only buffers, scalars, or
+    /// when race checking is off).
+    global_track: Vec<Vec<Track>>,
 }
 
 #[inline]
@@ -207,7 +210,18 @@ impl<'k, 'b> Machine<'k, 'b> {
                 }
             }
         }
-        let races = opts.check_shared_races;
+        let races = opts.check_races;
+        let global_track = k
+            .params
+            .iter()
+            .zip(&bufs)
+            .map(|(p, b)| match (&p.kind, b) {
+                (ParamKind::Buffer { access, .. }, Some(b)) if races && *access != Access::Read => {
+                    vec![Track::default(); b.len()]
+                }
+                _ => Vec::new(),
+            })
+            .collect();
         let shared = k
             .shared
             .iter()
@@ -242,6 +256,7 @@ impl<'k, 'b> Machine<'k, 'b> {
             stats: RunStats::default(),
             buf_loaded: vec![0; k.params.len()],
             buf_stored: vec![0; k.params.len()],
+            global_track,
         }
     }
 
@@ -885,6 +900,49 @@ impl<'k, 'b> Machine<'k, 'b> {
         )
     }
 
+    fn global_race(&self, p: usize, i: usize, access: RaceAccess, thread: u32, r: Race) -> Box<Fault> {
+        fault(
+            InterpError::GlobalRace {
+                loc: Box::default(),
+                buffer: self.k.params[p].name.clone(),
+                index: i as u64,
+                access,
+                warp: thread / WARP,
+                other_access: r.0,
+                other_warp: r.1 as u32,
+            },
+            thread,
+        )
+    }
+
+    /// Record the accesses `idx[j] + c` by `lanes[j]` of a writable global buffer `p`.
+    fn track_global(
+        &mut self,
+        p: usize,
+        idx: &[u64],
+        c: usize,
+        lanes: &[u32],
+        access: RaceAccess,
+    ) -> FResult<()> {
+        let epoch = self.epoch;
+        let Some(track) = self.global_track.get_mut(p).filter(|t| !t.is_empty()) else {
+            return Ok(());
+        };
+        for (j, &i) in idx.iter().enumerate() {
+            let i = i as usize + c;
+            let w = (lane_at(lanes, j) / WARP) as u8;
+            let r = match access {
+                RaceAccess::Read => track[i].read(epoch, w),
+                RaceAccess::Write => track[i].write(epoch, w),
+                RaceAccess::Atomic => track[i].atomic(epoch, w),
+            };
+            if let Err(r) = r {
+                return Err(self.global_race(p, i, access, lane_at(lanes, j), r));
+            }
+        }
+        Ok(())
+    }
+
     /// `out[j] = mem[idx[j] + c]` (indices already checked).
     fn load(
         &mut self,
@@ -903,6 +961,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 };
                 gather_global(buf, idx, c, out);
                 self.buf_loaded[pi] += idx.len() as u64 * buf.elem().size_bytes() as u64;
+                self.track_global(pi, idx, c, lanes, RaceAccess::Read)?;
             }
             Mem::Shared(s) => {
                 let si = s.0 as usize;
@@ -949,6 +1008,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 };
                 scatter_global(buf, idx, c, vals);
                 self.buf_stored[pi] += idx.len() as u64 * buf.elem().size_bytes() as u64;
+                self.track_global(pi, idx, c, lanes, RaceAccess::Write)?;
             }
             Mem::Shared(s) => {
                 let si = s.0 as usize;
@@ -1003,6 +1063,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 let bytes = idx.len() as u64 * elem.size_bytes() as u64;
                 self.buf_loaded[pi] += bytes;
                 self.buf_stored[pi] += bytes;
+                self.track_global(pi, idx, 0, lanes, RaceAccess::Atomic)?;
             }
             Mem::Shared(s) => {
                 let si = s.0 as usize;

@@ -36,10 +36,12 @@
 //!   of every warp that executes them.
 //! - Integer division by zero and signed `MIN / -1`, shifts by `>=` the bit width or by a
 //!   negative amount, non-positive runtime `For` steps.
-//! - Shared-memory races between warps (optional, [`InterpOptions::check_shared_races`]): the
-//!   block's history is divided into epochs by barriers; within an epoch, a read of an element
-//!   that another warp wrote, or a write to an element another warp read or wrote, is an error.
-//!   Atomics do not race with atomics.
+//! - Races between warps of one block (optional, [`InterpOptions::check_races`]), in shared
+//!   memory and in the global buffers a kernel may write: the block's history is divided into
+//!   epochs by barriers; within an epoch, a read of an element that another warp wrote, or a
+//!   write to an element another warp read or wrote, is an error. Atomics do not race with
+//!   atomics. (The interpreter runs a block's threads statement by statement, so such a race
+//!   would otherwise read the value the GPU may not have written yet.)
 //! - A step budget ([`InterpOptions::max_steps`]) so a kernel that never terminates fails
 //!   with [`InterpError::Timeout`] instead of hanging.
 //!
@@ -48,8 +50,9 @@
 //! - Accesses by lanes of one warp are considered ordered, so intra-warp shared-memory races
 //!   (legal to write on Volta+ only with `__syncwarp`) are not reported, and lanes of one
 //!   warp storing to the same address within one statement silently resolve in thread order.
-//! - Global memory has no race or initialisation tracking (poison outputs with
-//!   [`HostBuffer::filled_f64`] and `NaN` to catch unwritten results).
+//! - Global memory has no initialisation tracking (poison outputs with
+//!   [`HostBuffer::filled_f64`] and `NaN` to catch unwritten results), and races between
+//!   blocks are not detected (see below).
 //! - `Select` evaluates both arms on every active lane (it is a data-parallel select, not a
 //!   branch): an out-of-bounds load or an uninitialised register in the unused arm is still an
 //!   error. Clamp the index (as `select(valid, i, 0)`) or initialise the register.
@@ -101,15 +104,16 @@ pub struct InterpOptions {
     /// Budget of statement executions × active threads (plus one per block); exceeding it is
     /// [`InterpError::Timeout`].
     pub max_steps: u64,
-    /// Detect shared-memory races between warps (see the module docs).
-    pub check_shared_races: bool,
+    /// Detect races between the warps of a block, in shared memory and in writable global
+    /// buffers (see the module docs).
+    pub check_races: bool,
 }
 
 impl Default for InterpOptions {
     fn default() -> Self {
         InterpOptions {
             max_steps: 20_000_000_000,
-            check_shared_races: true,
+            check_races: true,
         }
     }
 }
