@@ -184,7 +184,15 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
     let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
     };
-    let stream = Stream::new(&mut k, ds, tile, bufs, &seg_index, split_len);
+    let stream = Stream::new(
+        &mut k,
+        ds,
+        tile,
+        bufs,
+        &seg_index,
+        split_len,
+        spec.sketch_bits < 8,
+    );
     // The chunk's pages' affine terms, computed once per page and head (not per token).
     let p = spec.page_size;
     if chunk_len % p != 0 && p % chunk_len != 0 {
@@ -295,13 +303,15 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
                 let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
                 k.if_else(tail, |k| score(k, true), |k| score(k, false));
                 let c1 = k.let_("c1", c0 + chunk_len as i64);
-                k.if_((chunk + 1i32).lt(chunks).and(c1.lt(c_end)), |k| load_chunk(k, c1));
+                let more = k.let_("more", (chunk + 1i32).lt(chunks).and(c1.lt(c_end)));
+                k.if_(more, |k| load_chunk(k, c1));
                 stream.push(
                     k,
                     &ChunkScores {
                         bounds: bounds.clone(),
                         position: &|_, r| positions[r].e(),
                         owner,
+                        last: more.not(),
                     },
                 );
             });

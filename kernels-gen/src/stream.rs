@@ -31,6 +31,9 @@ pub struct Segment {
     pub hi: Var,
     /// Next point to test as a bound (block-uniform, in `[lo, hi]`).
     pub probe: Var,
+    /// The count above which a segment longer than the block is tightened again (i32,
+    /// block-uniform; see [`Stream::push`]).
+    pub tighten_at: Var,
 }
 
 /// Workspace buffers of the candidates: lower bound (the score itself for exact scores),
@@ -53,6 +56,8 @@ pub struct ChunkScores<'p> {
     /// selection) then keeps no position registers across the chunk's reductions.
     pub position: &'p dyn Fn(&mut KernelBuilder, usize) -> Expr,
     pub owner: Var,
+    /// Whether this is the split's last chunk (a gated stream tightens after it).
+    pub last: Expr,
 }
 
 pub struct Stream<'a> {
@@ -64,11 +69,22 @@ pub struct Stream<'a> {
     /// below use them, so they skip their leading barriers (`*_reusing`).
     pub red: Buf,
     pub scan: Buf,
+    /// Whether a segment longer than the block is tightened only when it has doubled since
+    /// its last prune (see [`Stream::new`]).
+    gated: bool,
 }
 
 impl<'a> Stream<'a> {
     /// Declare the shared scratch and one empty segment per head; `seg_index(g)` is the
     /// segment number of head `g` and `seg_len` the segment capacity (i64).
+    ///
+    /// `gated`: tighten a segment longer than the block only when it has doubled since its
+    /// last prune, so each candidate is swept a bounded number of times however many stay
+    /// above the bound; otherwise on every chunk that appends. Gate a pass whose segments
+    /// outgrow the block (the certified pass with 4-bit sketches keeps ~1% of the tokens,
+    /// 1.3k a split at `paper` 1M, and swept them every chunk). Passes whose segments fit
+    /// leave it off and keep their code: the 8-bit certified pass runs at its register limit,
+    /// where variants of the gate made ptxas 13 spill it (up to 64 B).
     pub fn new(
         k: &mut KernelBuilder,
         spec: &'a DecodeSpec,
@@ -76,6 +92,7 @@ impl<'a> Stream<'a> {
         bufs: CandidateBufs,
         seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr,
         seg_len: Var,
+        gated: bool,
     ) -> Stream<'a> {
         let warps = tile.threads / WARP;
         let red = k.shared("red", Scalar::F32, warps * 2 * spec.group);
@@ -89,6 +106,7 @@ impl<'a> Stream<'a> {
                     lo: k.let_typed("lo", Scalar::F32, f64::NEG_INFINITY),
                     hi: k.let_typed("hi", Scalar::F32, f64::NEG_INFINITY),
                     probe: k.let_typed("probe", Scalar::F32, f64::NEG_INFINITY),
+                    tighten_at: k.let_typed("tighten_at", Scalar::I32, tile.threads as i32),
                 }
             })
             .collect();
@@ -99,6 +117,7 @@ impl<'a> Stream<'a> {
             segs,
             red,
             scan,
+            gated,
         }
     }
 
@@ -160,14 +179,32 @@ impl<'a> Stream<'a> {
             k.assign(s.count, s.count + total);
             k.assign(added, added + total);
         }
-        k.if_(added.gt(0i32), |k| {
+        // Tighten while a segment fits the block (a Newton sweep is one load a thread); a
+        // gated segment longer than that only once it has doubled since its last prune, and
+        // after the last chunk, appends or not: the final prune then uses a recent bound and
+        // reads only appends a barrier has ordered.
+        let threads = self.tile.threads as i32;
+        let tighten = if self.gated {
+            let due = self.segs.iter().fold(boolc(false), |d, s| {
+                d.or(s.count.le(threads).or(s.count.gt(s.tighten_at)))
+            });
+            added.gt(0i32).and(due).or(chunk.last.clone())
+        } else {
+            added.gt(0i32)
+        };
+        k.if_(tighten, |k| {
             k.barrier(); // the appends above are read back below
             let his: Vec<Var> = self.segs.iter().map(|s| k.let_("hi_b", s.hi)).collect();
             for _ in 0..self.tile.newton_steps {
                 self.newton(k, &his);
             }
             for s in &self.segs {
-                k.if_(s.count.gt(self.tile.threads as i32), |k| self.prune(k, s));
+                k.if_(s.count.gt(threads), |k| {
+                    self.prune(k, s);
+                    if self.gated {
+                        k.assign(s.tighten_at, (s.count * 2i32).max(threads));
+                    }
+                });
             }
         });
     }

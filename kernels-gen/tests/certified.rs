@@ -49,3 +49,46 @@ fn certified_page_terms_in_several_rounds() {
     let failed = interp_failures(checks);
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
+
+/// 4-bit sketches gate the stream: a segment longer than the block is tightened only once it
+/// has doubled, and after the split's last chunk. Tied keys keep every token a candidate, so
+/// segments reach hundreds against 64 threads and most chunks append without tightening.
+#[test]
+fn certified_gated_stream_with_segments_longer_than_the_block() {
+    use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
+    use entkv_kernels::certified_checks::CertifiedCheck;
+    use entkv_kernels::paged_data::{KeyData, PagedCase};
+    use entkv_kernels::suite::KernelCheck;
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let tile = DenseTile {
+        threads: 64,
+        tokens_per_group: 2,
+        score_min_blocks: 1,
+        finish_threads: 64,
+        finish_capacity: 64,
+        ..DenseTile::default_certified(&spec)
+    };
+    let mut checks: Vec<Box<dyn KernelCheck>> = Vec::new();
+    for (data, seq_lens) in [
+        (KeyData::Ties, vec![1500, 37]),
+        (KeyData::Normal, vec![3000, 200]),
+    ] {
+        for pruned in [false, true] {
+            checks.push(Box::new(CertifiedCheck {
+                case: PagedCase {
+                    spec,
+                    kv_heads: 1,
+                    seq_lens: seq_lens.clone(),
+                    seed: 11,
+                    data,
+                    spare_pages: 1,
+                },
+                tile,
+                sm_count: 1,
+                pruned,
+            }));
+        }
+    }
+    let failed = interp_failures(checks);
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+}
