@@ -154,8 +154,10 @@ fn llvm() -> Item {
 }
 
 fn ptxas() -> Item {
-    let why = "only the test suite's assembly and spill checks need it; set ENTKV_PTXAS or \
-               pip install nvidia-cuda-nvcc-cu12";
+    let why = format!(
+        "only the test suite's assembly and spill checks need it; set ENTKV_PTXAS or {}",
+        entkv_codegen::ptxas::PTXAS_PIP
+    );
     let Some(path) = entkv_codegen::ptxas::find_ptxas() else {
         return Item {
             name: "ptxas",

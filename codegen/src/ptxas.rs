@@ -2,7 +2,10 @@
 //! the assembler of record on machines without a GPU (the driver JIT is the other one).
 //!
 //! `ptxas` is looked up, in order, from the `ENTKV_PTXAS` environment variable, `ptxas` on
-//! `PATH`, and the PyPI package `nvidia-cuda-nvcc-cu12` (`pip install nvidia-cuda-nvcc-cu12`).
+//! `PATH`, and the PyPI packages of CUDA 13.0 ([`PTXAS_PIP`]) and 12 (`nvidia-cuda-nvcc-cu12`).
+//! 13.0 is the H200 driver's JIT (580.x): its register allocation is what the GPU runs, and
+//! 12.9's can differ at the register limit (a certified pass that 12.9 assembled without
+//! spills spilled 64 B under the driver; results/2026-11-30-stream-gate).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,9 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Environment variable naming the `ptxas` binary to use.
 pub const PTXAS_ENV: &str = "ENTKV_PTXAS";
 
+/// How to install the `ptxas` that matches the GPU driver's JIT (`scripts/setup.sh` does).
+pub const PTXAS_PIP: &str = "pip install nvidia-cuda-nvcc==13.0.88";
+
 #[derive(thiserror::Error, Debug)]
 pub enum PtxasError {
-    #[error("ptxas not found (set {PTXAS_ENV} or pip install nvidia-cuda-nvcc-cu12)")]
+    #[error("ptxas not found (set {PTXAS_ENV} or {PTXAS_PIP})")]
     NotFound,
     #[error("could not run {path}: {source}")]
     Io {
@@ -72,7 +78,8 @@ fn is_executable(p: &Path) -> bool {
     p.is_file()
 }
 
-/// Locate `ptxas`: `$ENTKV_PTXAS`, then `PATH`, then the `nvidia-cuda-nvcc-cu12` pip package.
+/// Locate `ptxas`: `$ENTKV_PTXAS`, then `PATH`, then the CUDA 13.0 pip package (`nvidia.cu13`),
+/// then the CUDA 12 one (`nvidia.cuda_nvcc`).
 pub fn find_ptxas() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(PTXAS_ENV) {
         let p = PathBuf::from(p);
@@ -87,8 +94,15 @@ pub fn find_ptxas() -> Option<PathBuf> {
             }
         }
     }
+    ["nvidia.cu13", "nvidia.cuda_nvcc"]
+        .into_iter()
+        .find_map(pip_ptxas)
+}
+
+/// `bin/ptxas` of an installed pip package `module`.
+fn pip_ptxas(module: &str) -> Option<PathBuf> {
     let out = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
+        .args(["-c", &format!("import {module} as m; print(list(m.__path__)[0])")])
         .output()
         .ok()?;
     if !out.status.success() {

@@ -16,9 +16,12 @@ pub fn ptxas_available() -> bool {
         return true;
     }
     if std::env::var("ENTKV_REQUIRE_PTXAS").as_deref() == Ok("1") {
-        panic!("ptxas not found and ENTKV_REQUIRE_PTXAS=1 (pip install nvidia-cuda-nvcc-cu12)");
+        panic!("ptxas not found and ENTKV_REQUIRE_PTXAS=1 ({})", ptxas::PTXAS_PIP);
     }
-    println!("skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)");
+    println!(
+        "skipping: ptxas not found (set ENTKV_PTXAS or {})",
+        ptxas::PTXAS_PIP
+    );
     false
 }
 

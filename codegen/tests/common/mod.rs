@@ -7,7 +7,8 @@ use entkv_codegen::ptxas::{self, PtxasReport};
 use entkv_codegen::{compile_module_with, CompileOptions, CompiledModule, Target};
 use entkv_dsl::Kernel;
 
-pub const SKIP_MSG: &str = "skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc-cu12)";
+pub const SKIP_MSG: &str =
+    "skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc==13.0.88)";
 
 pub struct Checked {
     pub module: CompiledModule,
