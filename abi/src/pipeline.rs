@@ -479,8 +479,10 @@ pub fn topk_select_calls(
 
 /// Page pruning for the certified decode: rigorous box bounds of every full page
 /// (`page_bounds`: `page_ub`, `page_lb`, in `(α − 1)·score` units, each the extreme over the
-/// GQA group), then per (sequence, KV head) the pages whose upper bound exceeds a lower bound
-/// on the entmax threshold (`select_pruned`), plus the last page, into `sel_pages`/`sel_count`.
+/// GQA group, and `page_lb_max`, the largest lower bound of each warp's pages), then per
+/// (sequence, KV head) the pages whose upper bound exceeds a lower bound on the entmax
+/// threshold (`select_pruned`, which takes the row's largest lower bound from those maxima
+/// instead of sweeping `page_lb`), plus the last page, into `sel_pages`/`sel_count`.
 /// [`DecodeKind::CertifiedSelected`] decodes them.
 pub fn certified_prune_calls(
     spec: &PagedSpec,
@@ -494,18 +496,27 @@ pub fn certified_prune_calls(
     a1.extend([
         buf("page_ub"),
         buf("page_lb"),
+        buf("page_lb_max"),
         ArgRef::I32(shape.max_pages as i32),
     ]);
+    let bounds_geometry = page_score_box_geometry(spec, box_tile, shape);
+    // One maximum per page_bounds warp (32 threads): grid (page blocks, kv heads, batch).
+    let lb_slots = bounds_geometry.grid[0] * (box_tile.threads / 32);
     let mut buffers = vec![
         BufferSpec::new("page_ub", Elem::F32, page_scores_elems(shape)),
         BufferSpec::new("page_lb", Elem::F32, page_scores_elems(shape)),
+        BufferSpec::new(
+            "page_lb_max",
+            Elem::F32,
+            lb_slots as u64 * shape.kv_heads as u64 * shape.batch as u64,
+        ),
     ];
     buffers.extend(selection_buffers(shape));
     Ok(PipelinePlan {
         calls: vec![
             CallPlan {
                 entry: page_bounds_entry(spec, box_tile),
-                geometry: page_score_box_geometry(spec, box_tile, shape),
+                geometry: bounds_geometry,
                 args: a1,
             },
             CallPlan {
@@ -513,7 +524,8 @@ pub fn certified_prune_calls(
                 geometry: select_topk_geometry(sel_tile, shape),
                 args: vec![
                     buf("page_ub"),
-                    buf("page_lb"),
+                    buf("page_lb_max"),
+                    ArgRef::I32(lb_slots as i32),
                     buf("seq_lens"),
                     buf("sel_pages"),
                     buf("sel_count"),

@@ -149,9 +149,11 @@ impl KernelCheck for CertifiedCheck {
 
 impl CertifiedCheck {
     /// The pruned pipeline's page bounds hold for every token's float64 score (tolerance as
-    /// for the candidates' bounds) and its selection is ascending, ends with the last page and
-    /// keeps every page holding a support token of any head of the group. Returns the share of
-    /// full pages kept.
+    /// for the candidates' bounds); `page_bounds`' per-warp maxima give each row's largest lower
+    /// bound; the selection is ascending, ends with the last page, keeps every page holding a
+    /// support token of any head of the group, and is exactly the pages whose upper bound
+    /// clears `τ_low` recomputed here (pages within 10⁻⁶ of it are not judged: the GPU may
+    /// fuse τ_low's two operations). Returns the share of full pages kept.
     fn page_bounds_hold(
         &self,
         ran: &Program,
@@ -164,6 +166,9 @@ impl CertifiedCheck {
         let kv_heads = x.shape.kv_heads as usize;
         let mp = x.shape.max_pages as usize;
         let (ub, lb) = (ran.get("page_ub").to_f64_vec(), ran.get("page_lb").to_f64_vec());
+        let lb_max = ran.get("page_lb_max").to_f64_vec();
+        let lb_slots = lb_max.len() / (x.seq_lens.len() * kv_heads);
+        let gap = crate::prune::page_threshold_gap(spec) as f32;
         let (sel, count) = (
             ran.get("sel_pages").to_f64_vec(),
             ran.get("sel_count").to_f64_vec(),
@@ -183,6 +188,28 @@ impl CertifiedCheck {
                 }
                 full_pages += pages - 1;
                 kept_full += n - 1;
+                // The row's largest lower bound, from the per-CTA maxima and from the pages.
+                let slots = &lb_max[(b * kv_heads + kvh) * lb_slots..][..lb_slots];
+                let from_slots = slots.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v as f32));
+                let best = lb[row..row + pages - 1]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |m, &v| m.max(v as f32));
+                if from_slots.to_bits() != best.to_bits() {
+                    return Err(format!(
+                        "b {b} kv head {kvh}: page_lb_max gives {from_slots}, the pages' lower bounds {best}"
+                    ));
+                }
+                let tau_low = (best - gap) - (best.abs() + gap) * 2f32.powi(-20);
+                for j in 0..pages - 1 {
+                    let u = ub[row + j] as f32;
+                    let near = (u - tau_low).abs() <= 1e-6 * tau_low.abs().max(1.0);
+                    if !near && (u <= tau_low) == list.contains(&j) {
+                        return Err(format!(
+                            "b {b} kv head {kvh}: page {j} (ub {u}) {} against τ_low {tau_low}",
+                            if list.contains(&j) { "kept" } else { "dropped" }
+                        ));
+                    }
+                }
                 for j in 0..pages - 1 {
                     let mut needed = false;
                     for g in 0..group {

@@ -25,8 +25,8 @@ pub fn page_threshold_gap(spec: &PagedSpec) -> f64 {
     (spec.page_size as f64).powf(-(spec.decode.alpha.value() - 1.0))
 }
 
-/// `select_pruned`: grid (kv heads, batch). Parameters: `page_ub, page_lb, seq_lens, sel_pages,
-/// sel_count, max_pages`.
+/// `select_pruned`: grid (kv heads, batch). Parameters: `page_ub, page_lb_max, lb_slots,
+/// seq_lens, sel_pages, sel_count, max_pages`.
 pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let threads = tile.threads;
@@ -34,7 +34,8 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     let sweep = (threads * items) as i32;
     let mut k = KernelBuilder::new(select_pruned_entry(spec, tile), threads);
     let ub = k.buffer("page_ub", Scalar::F32, Access::Read);
-    let lb = k.buffer("page_lb", Scalar::F32, Access::Read);
+    let lb_max = k.buffer("page_lb_max", Scalar::F32, Access::Read);
+    let lb_slots = k.scalar_param("lb_slots", Scalar::I32);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
     let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
     let sel_count = k.buffer("sel_count", Scalar::I32, Access::Write);
@@ -46,13 +47,13 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     // Full pages (every page but the last) have bounds.
     let (tid, n, row) = (sel.tid, sel.full, sel.row);
 
-    // τ_low from the largest lower bound (a sequence of one page has none: −∞ keeps all).
+    // τ_low from the largest lower bound, the maximum of `page_bounds`' per-warp maxima (a
+    // sequence of one page has none: −∞ keeps all).
+    let slots = k.let_("lb_slots_v", lb_slots);
+    let lb_row = k.let_("lb_row", (sel.b.i64() * sel.kv_heads.i64() + sel.kvh.i64()) * slots.i64());
     let best = k.let_typed("best_lb", Scalar::F32, f64::NEG_INFINITY);
-    k.for_("base", 0i32, n, sweep, |k, base| {
-        let loaded = load_items(k, lb, row, base, n, items, |r| tid.i32() + (r * threads) as i32);
-        for (_, valid, x) in loaded {
-            k.assign(best, select(valid, best.max(x), best));
-        }
+    k.for_("slot", tid.i32(), slots, threads as i32, |k, slot| {
+        k.assign(best, best.max(lb_max.at(lb_row + slot.i64())));
     });
     let best = k.block_allreduce(Reduce::Max, best, red);
     let gap = page_threshold_gap(spec);

@@ -52,7 +52,10 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     let (scores, lower) = if rigorous {
         (
             k.buffer("page_ub", Scalar::F32, Access::Write),
-            Some(k.buffer("page_lb", Scalar::F32, Access::Write)),
+            Some((
+                k.buffer("page_lb", Scalar::F32, Access::Write),
+                k.buffer("page_lb_max", Scalar::F32, Access::Write),
+            )),
         )
     } else {
         (k.buffer("page_scores", Scalar::F32, Access::Write), None)
@@ -84,7 +87,24 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         (i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(mp),
     );
 
-    // CTAs past this sequence's scored pages have nothing to do (uniform).
+    // This warp's slot of `page_lb_max`: one per warp of every CTA (grid x is the page-block
+    // count). Warps, not CTAs: a block reduction's barrier held each CTA until its slowest
+    // warp and made the pass 10% slower.
+    let warps = tile.threads / WARP;
+    let lb_max_at = k.let_(
+        "lb_max_at",
+        ((i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(k.grid_dim(Axis::X)) + i64_of(blk))
+            * warps as i64
+            + i64_of(tid / WARP),
+    );
+    let warp_lead = k.let_("warp_lead", (tid % WARP).eq_(0u32));
+    // CTAs past this sequence's scored pages have nothing to do (uniform) but mark their
+    // slots empty for `select_pruned`.
+    if let Some((_, lb_max)) = lower {
+        k.if_(first.ge(scored).and(warp_lead), |k| {
+            k.store(lb_max, lb_max_at, f32c(f64::NEG_INFINITY))
+        });
+    }
     k.if_(first.lt(scored), |k| {
         // q/√d (q' = q·(α − 1)/√d for the rigorous bounds) for this lane's dims of every
         // head of the group (scaled once, here).
@@ -155,6 +175,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         let per_head = if rigorous { 3 } else { 1 };
         let dots = k.warp_allreduce_width(&partial, lanes);
         let slack = certified::slack(d);
+        let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
         for (r, (j, valid, _, _)) in pages_v.iter().enumerate() {
             // The page's last token sits at (j+1)·P − 1, its first at j·P, the query at len − 1.
             let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
@@ -185,12 +206,20 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                     upper = upper.max(u);
                 }
             }
+            if lower.is_some() {
+                k.assign(warp_lb, select(*valid, warp_lb.max(low.clone()), warp_lb));
+            }
             k.if_(valid.and(sub.eq_(0u32)), |k| {
                 k.store(scores, out_row + i64_of(*j), upper);
-                if let Some(lb) = lower {
+                if let Some((lb, _)) = lower {
                     k.store(lb, out_row + i64_of(*j), low);
                 }
             });
+        }
+        if let Some((_, lb_max)) = lower {
+            // The warp's largest lower bound (the lanes of a page agree on its bounds).
+            let m = k.warp_allreduce(Reduce::Max, warp_lb);
+            k.if_(warp_lead, |k| k.store(lb_max, lb_max_at, m));
         }
     });
     Ok(k.finish()?)
