@@ -478,12 +478,11 @@ pub fn topk_select_calls(
 }
 
 /// Page pruning for the certified decode: rigorous box bounds of every full page
-/// (`page_bounds`: `page_ub`, `page_lb`, in `(α − 1)·score` units, each the extreme over the
-/// GQA group, and `page_lb_max`, the largest lower bound of each warp's pages), then per
-/// (sequence, KV head) the pages whose upper bound exceeds a lower bound on the entmax
-/// threshold (`select_pruned`, which takes the row's largest lower bound from those maxima
-/// instead of sweeping `page_lb`), plus the last page, into `sel_pages`/`sel_count`.
-/// [`DecodeKind::CertifiedSelected`] decodes them.
+/// (`page_bounds`: `page_ub`, in `(α − 1)·score` units, the largest over the GQA group, and
+/// `page_lb_max`, the largest of the pages' lower bounds — each the smallest over the group —
+/// per warp of pages), then per (sequence, KV head) the pages whose upper bound exceeds a lower
+/// bound on the entmax threshold (`select_pruned`), plus the last page, into
+/// `sel_pages`/`sel_count`. [`DecodeKind::CertifiedSelected`] decodes them.
 pub fn certified_prune_calls(
     spec: &PagedSpec,
     box_tile: &BoxScoreTile,
@@ -495,7 +494,6 @@ pub fn certified_prune_calls(
     let mut a1 = page_pass_args(spec, "meta_bounds");
     a1.extend([
         buf("page_ub"),
-        buf("page_lb"),
         buf("page_lb_max"),
         ArgRef::I32(shape.max_pages as i32),
     ]);
@@ -504,7 +502,6 @@ pub fn certified_prune_calls(
     let lb_slots = bounds_geometry.grid[0] * (box_tile.threads / 32);
     let mut buffers = vec![
         BufferSpec::new("page_ub", Elem::F32, page_scores_elems(shape)),
-        BufferSpec::new("page_lb", Elem::F32, page_scores_elems(shape)),
         BufferSpec::new(
             "page_lb_max",
             Elem::F32,

@@ -50,7 +50,10 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     // τ_low from the largest lower bound, the maximum of `page_bounds`' per-warp maxima (a
     // sequence of one page has none: −∞ keeps all).
     let slots = k.let_("lb_slots_v", lb_slots);
-    let lb_row = k.let_("lb_row", (sel.b.i64() * sel.kv_heads.i64() + sel.kvh.i64()) * slots.i64());
+    let lb_row = k.let_(
+        "lb_row",
+        (sel.b.i64() * sel.kv_heads.i64() + sel.kvh.i64()) * slots.i64(),
+    );
     let best = k.let_typed("best_lb", Scalar::F32, f64::NEG_INFINITY);
     k.for_("slot", tid.i32(), slots, threads as i32, |k, slot| {
         k.assign(best, best.max(lb_max.at(lb_row + slot.i64())));

@@ -32,7 +32,8 @@ pub fn page_bounds_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kerne
 
 /// Either pass: `page_score_box` (`rigorous = false`: upper bounds in score units into
 /// `page_scores`) or `page_bounds` (upper and lower bounds in `(α − 1)·score` units, with
-/// rounding slack, into `page_ub` and `page_lb`).
+/// rounding slack: the upper bounds into `page_ub`, and of the lower bounds only each warp's
+/// largest into `page_lb_max`, all that `select_pruned` needs).
 fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let ds = &spec.decode;
@@ -52,10 +53,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     let (scores, lower) = if rigorous {
         (
             k.buffer("page_ub", Scalar::F32, Access::Write),
-            Some((
-                k.buffer("page_lb", Scalar::F32, Access::Write),
-                k.buffer("page_lb_max", Scalar::F32, Access::Write),
-            )),
+            Some(k.buffer("page_lb_max", Scalar::F32, Access::Write)),
         )
     } else {
         (k.buffer("page_scores", Scalar::F32, Access::Write), None)
@@ -100,7 +98,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     let warp_lead = k.let_("warp_lead", (tid % WARP).eq_(0u32));
     // CTAs past this sequence's scored pages have nothing to do (uniform) but mark their
     // slots empty for `select_pruned`.
-    if let Some((_, lb_max)) = lower {
+    if let Some(lb_max) = lower {
         k.if_(first.ge(scored).and(warp_lead), |k| {
             k.store(lb_max, lb_max_at, f32c(f64::NEG_INFINITY))
         });
@@ -210,13 +208,10 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                 k.assign(warp_lb, select(*valid, warp_lb.max(low.clone()), warp_lb));
             }
             k.if_(valid.and(sub.eq_(0u32)), |k| {
-                k.store(scores, out_row + i64_of(*j), upper);
-                if let Some((lb, _)) = lower {
-                    k.store(lb, out_row + i64_of(*j), low);
-                }
+                k.store(scores, out_row + i64_of(*j), upper)
             });
         }
-        if let Some((_, lb_max)) = lower {
+        if let Some(lb_max) = lower {
             // The warp's largest lower bound (the lanes of a page agree on its bounds).
             let m = k.warp_allreduce(Reduce::Max, warp_lb);
             k.if_(warp_lead, |k| k.store(lb_max, lb_max_at, m));
