@@ -1,11 +1,38 @@
 //! Certified-exact decode in the interpreter: equal to full-cache float64 entmax on every input.
 
-use entkv_kernels::certified_checks::checks;
-use entkv_kernels::suite::interp_failures;
+use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
+use entkv_kernels::certified_checks::{checks, CertifiedCheck};
+use entkv_kernels::paged_data::{KeyData, PagedCase};
+use entkv_kernels::suite::{interp_failures, KernelCheck};
 
 #[test]
 fn certified_decode_is_exact() {
     let failed = interp_failures(checks());
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+}
+
+/// Run the certified checks (plain and page-pruned) of `cases` at `tile` on a one-SM GPU (several
+/// chunks and splits); each case is `(keys, sequence lengths, KV heads, seed)`.
+fn run_small_tile_cases(spec: PagedSpec, tile: DenseTile, cases: Vec<(KeyData, Vec<u32>, u32, u64)>) {
+    let mut checks: Vec<Box<dyn KernelCheck>> = Vec::new();
+    for (data, seq_lens, kv_heads, seed) in cases {
+        for pruned in [false, true] {
+            checks.push(Box::new(CertifiedCheck {
+                case: PagedCase {
+                    spec,
+                    kv_heads,
+                    seq_lens: seq_lens.clone(),
+                    seed,
+                    data,
+                    spare_pages: 2,
+                },
+                tile,
+                sm_count: 1,
+                pruned,
+            }));
+        }
+    }
+    let failed = interp_failures(checks);
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
 
@@ -14,10 +41,6 @@ fn certified_decode_is_exact() {
 /// tile holds 256 sketch words a lane, more than a GPU tile would.
 #[test]
 fn certified_page_terms_in_several_rounds() {
-    use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
-    use entkv_kernels::certified_checks::CertifiedCheck;
-    use entkv_kernels::paged_data::{KeyData, PagedCase};
-    use entkv_kernels::suite::KernelCheck;
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap();
     let tile = DenseTile {
         threads: 64,
@@ -28,26 +51,7 @@ fn certified_page_terms_in_several_rounds() {
         ..DenseTile::default_certified(&spec)
     };
     assert!(tile.chunk_len() / 16 > tile.threads, "two rounds of page terms");
-    let checks: Vec<Box<dyn KernelCheck>> = [false, true]
-        .into_iter()
-        .map(|pruned| {
-            Box::new(CertifiedCheck {
-                case: PagedCase {
-                    spec,
-                    kv_heads: 2,
-                    seq_lens: vec![5000, 37],
-                    seed: 7,
-                    data: KeyData::Normal,
-                    spare_pages: 2,
-                },
-                tile,
-                sm_count: 1,
-                pruned,
-            }) as Box<dyn KernelCheck>
-        })
-        .collect();
-    let failed = interp_failures(checks);
-    assert!(failed.is_empty(), "failed: {failed:#?}");
+    run_small_tile_cases(spec, tile, vec![(KeyData::Normal, vec![5000, 37], 2, 7)]);
 }
 
 /// 4-bit sketches gate the stream: a segment longer than the block is tightened only once it
@@ -55,10 +59,6 @@ fn certified_page_terms_in_several_rounds() {
 /// segments reach hundreds against 64 threads and most chunks append without tightening.
 #[test]
 fn certified_gated_stream_with_segments_longer_than_the_block() {
-    use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
-    use entkv_kernels::certified_checks::CertifiedCheck;
-    use entkv_kernels::paged_data::{KeyData, PagedCase};
-    use entkv_kernels::suite::KernelCheck;
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
     let tile = DenseTile {
         threads: 64,
@@ -68,27 +68,12 @@ fn certified_gated_stream_with_segments_longer_than_the_block() {
         finish_capacity: 64,
         ..DenseTile::default_certified(&spec)
     };
-    let mut checks: Vec<Box<dyn KernelCheck>> = Vec::new();
-    for (data, seq_lens) in [
-        (KeyData::Ties, vec![1500, 37]),
-        (KeyData::Normal, vec![3000, 200]),
-    ] {
-        for pruned in [false, true] {
-            checks.push(Box::new(CertifiedCheck {
-                case: PagedCase {
-                    spec,
-                    kv_heads: 1,
-                    seq_lens: seq_lens.clone(),
-                    seed: 11,
-                    data,
-                    spare_pages: 1,
-                },
-                tile,
-                sm_count: 1,
-                pruned,
-            }));
-        }
-    }
-    let failed = interp_failures(checks);
-    assert!(failed.is_empty(), "failed: {failed:#?}");
+    run_small_tile_cases(
+        spec,
+        tile,
+        vec![
+            (KeyData::Ties, vec![1500, 37], 1, 11),
+            (KeyData::Normal, vec![3000, 200], 1, 11),
+        ],
+    );
 }

@@ -885,34 +885,31 @@ impl<'k, 'b> Machine<'k, 'b> {
         )
     }
 
-    fn race(&self, s: usize, i: usize, access: RaceAccess, thread: u32, r: Race) -> Box<Fault> {
-        fault(
-            InterpError::SharedRace {
-                loc: Box::default(),
-                array: self.k.shared[s].name.clone(),
-                index: i as u64,
+    /// A race on element `i` of `mem` (shared array or global buffer).
+    fn race(&self, mem: Mem, i: usize, access: RaceAccess, thread: u32, r: Race) -> Box<Fault> {
+        let (loc, index, warp) = (Box::default(), i as u64, thread / WARP);
+        let (other_access, other_warp) = (r.0, r.1 as u32);
+        let e = match mem {
+            Mem::Shared(s) => InterpError::SharedRace {
+                loc,
+                array: self.k.shared[s.0 as usize].name.clone(),
+                index,
                 access,
-                warp: thread / WARP,
-                other_access: r.0,
-                other_warp: r.1 as u32,
+                warp,
+                other_access,
+                other_warp,
             },
-            thread,
-        )
-    }
-
-    fn global_race(&self, p: usize, i: usize, access: RaceAccess, thread: u32, r: Race) -> Box<Fault> {
-        fault(
-            InterpError::GlobalRace {
-                loc: Box::default(),
-                buffer: self.k.params[p].name.clone(),
-                index: i as u64,
+            Mem::Global(p) => InterpError::GlobalRace {
+                loc,
+                buffer: self.k.params[p.0 as usize].name.clone(),
+                index,
                 access,
-                warp: thread / WARP,
-                other_access: r.0,
-                other_warp: r.1 as u32,
+                warp,
+                other_access,
+                other_warp,
             },
-            thread,
-        )
+        };
+        fault(e, thread)
     }
 
     /// Record the accesses `idx[j] + c` by `lanes[j]` of a writable global buffer `p`.
@@ -937,7 +934,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 RaceAccess::Atomic => track[i].atomic(epoch, w),
             };
             if let Err(r) = r {
-                return Err(self.global_race(p, i, access, lane_at(lanes, j), r));
+                return Err(self.race(Mem::Global(ParamId(p as u32)), i, access, lane_at(lanes, j), r));
             }
         }
         Ok(())
@@ -988,7 +985,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                     let t = lane_at(lanes, j);
                     return Err(match r {
                         None => self.uninit_shared(si, i, access, t),
-                        Some(r) => self.race(si, i, RaceAccess::Read, t, r),
+                        Some(r) => self.race(mem, i, RaceAccess::Read, t, r),
                     });
                 }
                 self.stats.shared_bytes_loaded +=
@@ -1029,7 +1026,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                     sm.gen[i] = gen;
                 }
                 if let Some((j, i, r)) = bad {
-                    return Err(self.race(si, i, RaceAccess::Write, lane_at(lanes, j), r));
+                    return Err(self.race(mem, i, RaceAccess::Write, lane_at(lanes, j), r));
                 }
                 self.stats.shared_bytes_stored +=
                     idx.len() as u64 * self.k.shared[si].elem.size_bytes() as u64;
@@ -1092,7 +1089,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                     let t = lane_at(lanes, j);
                     return Err(match r {
                         None => self.uninit_shared(si, i, MemAccess::Atomic, t),
-                        Some(r) => self.race(si, i, RaceAccess::Atomic, t, r),
+                        Some(r) => self.race(mem, i, RaceAccess::Atomic, t, r),
                     });
                 }
                 let bytes = idx.len() as u64 * elem.size_bytes() as u64;
