@@ -33,7 +33,7 @@ use crate::page_meta;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Relative slack on a page's `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)` that covers f32 rounding:
@@ -203,10 +203,7 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
         .into());
     }
     let ppc = (chunk_len / p).max(1);
-    // Holding q' for the page terms spills 4 B with bf16 keys and 4-bit sketches (four CTAs an
-    // SM, local ptxas sweep over α × P × dtype × ALiBi × width at d = 32); they reload it.
-    let hold_queries = !(ds.kv_dtype == DType::BF16 && spec.sketch_bits == 4);
-    let terms = Terms::declare(&mut k, ds, ppc, tile.threads, hold_queries, &qr);
+    let terms = Terms::declare(&mut k, spec, ppc, tile.threads, &qr);
     let ctx = BoundCtx {
         spec,
         lanes,
@@ -406,20 +403,18 @@ fn byte_words(bits: u32, words: &[Var]) -> Vec<Expr> {
 }
 
 impl Terms {
-    fn declare(
-        k: &mut KernelBuilder,
-        ds: &DecodeSpec,
-        pages: u32,
-        threads: u32,
-        hold_queries: bool,
-        qr: &QueryRegs,
-    ) -> Terms {
+    fn declare(k: &mut KernelBuilder, spec: &PagedSpec, pages: u32, threads: u32, qr: &QueryRegs) -> Terms {
+        let ds = &spec.decode;
         let (group, d) = (ds.group, ds.head_dim);
         // Lanes own whole 8-dimension blocks, so every byte word's weights are packed by one.
         let split = (threads / pages).clamp(1, d / 8);
         let heads = pages * group;
         let dims = d / split;
-        let queries = (hold_queries && dims * group <= HELD_QUERY_REGS).then(|| {
+        // q' is held across the pass where it is at most HELD_QUERY_REGS registers a lane,
+        // except with bf16 keys and 4-bit sketches: holding it there spilled 4 B (four CTAs an
+        // SM, local ptxas sweep over α × P × dtype × ALiBi × width at d = 32); they reload it.
+        let bf16_4bit = ds.kv_dtype == DType::BF16 && spec.sketch_bits == 4;
+        let queries = (!bf16_4bit && dims * group <= HELD_QUERY_REGS).then(|| {
             let first = k.let_("first_q", k.thread_idx() % split * dims);
             (0..group as usize)
                 .map(|g| query_slice(k, qr, g, first, dims, split))
