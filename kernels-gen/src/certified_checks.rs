@@ -337,6 +337,18 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         mk(2.0, 32, 1, 16, 4, DType::F16, false, vec![700], KeyData::Extreme),
         mk(1.5, 32, 1, 16, 8, DType::BF16, false, vec![300], KeyData::Tiny),
         mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
+        // Rows whose pruning bounds differ: each must use its own (a row mix-up drops support).
+        mk(
+            1.5,
+            32,
+            1,
+            16,
+            8,
+            DType::F16,
+            false,
+            vec![3000, 500],
+            KeyData::PeakedFirstHead,
+        ),
         // Page-coherent keys with a few query-aligned pages, long enough that the pruning
         // drops most pages (the selected score pass then walks scattered pages).
         mk(

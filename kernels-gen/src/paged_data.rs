@@ -30,6 +30,10 @@ pub enum KeyData {
     /// Keys scaled by 1e-35 (bf16 holds them; the certified pass's page weights fall below its
     /// quantization floor).
     Tiny,
+    /// `Peaked` keys for KV head 0 of every sequence, `Normal` ones for the others: rows whose
+    /// page bounds differ widely, so each (sequence, KV head) must be pruned with its own
+    /// threshold bound.
+    PeakedFirstHead,
 }
 
 #[derive(Clone, Debug)]
@@ -117,7 +121,12 @@ impl PagedCase {
             for kvh in 0..hkv {
                 let seed = self.seed ^ ((b * 1000 + kvh) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 let qg = &q_raw[(b * q_heads + kvh * group) * d..][..d];
-                let keys = self.keys(seed, len, qg);
+                let data = match self.data {
+                    KeyData::PeakedFirstHead if kvh == 0 => KeyData::Peaked,
+                    KeyData::PeakedFirstHead => KeyData::Normal,
+                    other => other,
+                };
+                let keys = self.keys(data, seed, len, qg);
                 let vals = normal(seed ^ 0x5555, len * d);
                 for t in 0..len {
                     let page = block_table[b * max_pages + t / p] as usize;
@@ -151,12 +160,12 @@ impl PagedCase {
     }
 
     /// Keys of one (sequence, KV head), `[len, d]` in logical order.
-    fn keys(&self, seed: u64, len: usize, q: &[f64]) -> Vec<f64> {
+    fn keys(&self, data: KeyData, seed: u64, len: usize, q: &[f64]) -> Vec<f64> {
         let d = self.spec.decode.head_dim as usize;
         let p = self.spec.page_size as usize;
         let mut k = normal(seed ^ 0xaaaa, len * d);
-        match self.data {
-            KeyData::Normal => {}
+        match data {
+            KeyData::Normal | KeyData::PeakedFirstHead => {}
             KeyData::Ties => {
                 let first: Vec<f64> = k[..d].to_vec();
                 for row in k.chunks_mut(d) {
