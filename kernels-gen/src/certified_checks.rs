@@ -196,8 +196,9 @@ impl CertifiedCheck {
                 let floor_of = |j: usize| -> f64 {
                     (0..group)
                         .flat_map(|g| {
-                            let h = &heads[b * kv_heads * group + kvh * group + g];
-                            h.z[j * p..(j + 1) * p].to_vec()
+                            heads[b * kv_heads * group + kvh * group + g].z[j * p..(j + 1) * p]
+                                .iter()
+                                .copied()
                         })
                         .fold(f64::INFINITY, f64::min)
                 };

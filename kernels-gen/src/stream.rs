@@ -31,9 +31,9 @@ pub struct Segment {
     pub hi: Var,
     /// Next point to test as a bound (block-uniform, in `[lo, hi]`).
     pub probe: Var,
-    /// The count above which a segment longer than the block is tightened again (i32,
-    /// block-uniform; see [`Stream::push`]).
-    pub tighten_at: Var,
+    /// In a gated stream (see [`Stream::new`]), the count above which a segment longer than
+    /// the block is tightened again (i32, block-uniform).
+    pub tighten_at: Option<Var>,
 }
 
 /// Workspace buffers of the candidates: lower bound (the score itself for exact scores),
@@ -69,9 +69,6 @@ pub struct Stream<'a> {
     /// below use them, so they skip their leading barriers (`*_reusing`).
     pub red: Buf,
     pub scan: Buf,
-    /// Whether a segment longer than the block is tightened only when it has doubled since
-    /// its last prune (see [`Stream::new`]).
-    gated: bool,
 }
 
 impl<'a> Stream<'a> {
@@ -106,7 +103,7 @@ impl<'a> Stream<'a> {
                     lo: k.let_typed("lo", Scalar::F32, f64::NEG_INFINITY),
                     hi: k.let_typed("hi", Scalar::F32, f64::NEG_INFINITY),
                     probe: k.let_typed("probe", Scalar::F32, f64::NEG_INFINITY),
-                    tighten_at: k.let_typed("tighten_at", Scalar::I32, tile.threads as i32),
+                    tighten_at: gated.then(|| k.let_typed("tighten_at", Scalar::I32, tile.threads as i32)),
                 }
             })
             .collect();
@@ -117,7 +114,6 @@ impl<'a> Stream<'a> {
             segs,
             red,
             scan,
-            gated,
         }
     }
 
@@ -184,9 +180,11 @@ impl<'a> Stream<'a> {
         // after the last chunk, appends or not: the final prune then uses a recent bound and
         // reads only appends a barrier has ordered.
         let threads = self.tile.threads as i32;
-        let tighten = if self.gated {
-            let due = self.segs.iter().fold(boolc(false), |d, s| {
-                d.or(s.count.le(threads).or(s.count.gt(s.tighten_at)))
+        let gated = self.segs.iter().any(|s| s.tighten_at.is_some());
+        let tighten = if gated {
+            let due = self.segs.iter().fold(boolc(false), |d, s| match s.tighten_at {
+                Some(at) => d.or(s.count.le(threads).or(s.count.gt(at))),
+                None => d,
             });
             added.gt(0i32).and(due).or(chunk.last.clone())
         } else {
@@ -201,8 +199,8 @@ impl<'a> Stream<'a> {
             for s in &self.segs {
                 k.if_(s.count.gt(threads), |k| {
                     self.prune(k, s);
-                    if self.gated {
-                        k.assign(s.tighten_at, (s.count * 2i32).max(threads));
+                    if let Some(at) = s.tighten_at {
+                        k.assign(at, (s.count * 2i32).max(threads));
                     }
                 });
             }

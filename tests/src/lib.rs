@@ -16,12 +16,9 @@ pub fn ptxas_available() -> bool {
         return true;
     }
     if std::env::var("ENTKV_REQUIRE_PTXAS").as_deref() == Ok("1") {
-        panic!("ptxas not found and ENTKV_REQUIRE_PTXAS=1 ({})", ptxas::PTXAS_PIP);
+        panic!("ENTKV_REQUIRE_PTXAS=1 but {}", ptxas::PtxasError::NotFound);
     }
-    println!(
-        "skipping: ptxas not found (set ENTKV_PTXAS or {})",
-        ptxas::PTXAS_PIP
-    );
+    println!("skipping: {}", ptxas::PtxasError::NotFound);
     false
 }
 

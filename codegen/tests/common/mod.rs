@@ -7,9 +7,6 @@ use entkv_codegen::ptxas::{self, PtxasReport};
 use entkv_codegen::{compile_module_with, CompileOptions, CompiledModule, Target};
 use entkv_dsl::Kernel;
 
-pub const SKIP_MSG: &str =
-    "skipping: ptxas not found (set ENTKV_PTXAS or pip install nvidia-cuda-nvcc==13.0.88)";
-
 pub struct Checked {
     pub module: CompiledModule,
     /// `None` when ptxas is not available (and not required).
@@ -119,9 +116,9 @@ pub fn check(kernels: &[&Kernel]) -> Checked {
     }
 
     let report = match ptxas::find_ptxas() {
-        None if ptxas_required() => panic!("ENTKV_REQUIRE_PTXAS=1 but {SKIP_MSG}"),
+        None if ptxas_required() => panic!("ENTKV_REQUIRE_PTXAS=1 but {}", ptxas::PtxasError::NotFound),
         None => {
-            eprintln!("{SKIP_MSG}");
+            eprintln!("skipping: {}", ptxas::PtxasError::NotFound);
             None
         }
         Some(exe) => {

@@ -34,8 +34,8 @@ pub(crate) fn execute(
 /// "No warp" marker in [`Track`].
 const NONE: u8 = u8::MAX;
 
-/// Race-detection state of one shared-memory or writable global element. Epochs are global across the run (each
-/// block starts a new one), so nothing needs resetting between blocks.
+/// Race-detection state of one shared-memory or writable global element. Epochs are global
+/// across the run (each block starts a new one), so nothing needs resetting between blocks.
 #[derive(Clone, Copy)]
 struct Track {
     w_epoch: u64,
