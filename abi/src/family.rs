@@ -6,8 +6,8 @@ use crate::gaussian::{gauss_entry_names, page_score_moments_entry, GaussTile, Mo
 use crate::meta::{meta_entry_names, MetaTile};
 use crate::pipeline::{certified_entry_names, certified_rest_entry, certified_selected_entry};
 use crate::topk::{
-    page_bounds_entry, page_score_box_entry, select_pruned_entry, select_topk_entry, BoxScoreTile,
-    SelectTopkTile,
+    page_bounds_entry, page_score_box_entry, prune_mark_entry, prune_tau_entry, select_pruned_entry,
+    select_topk_entry, BoxScoreTile, SelectTopkTile,
 };
 use crate::{paged_decode_entry_names, DenseTile, PagedSpec, SpecError};
 use serde::{Deserialize, Serialize};
@@ -22,8 +22,9 @@ pub enum KernelFamily {
     /// `page_score_box`: box upper bounds of every full page (top-k); `page_bounds`: rigorous
     /// upper and lower box bounds (certified-exact with page pruning).
     PageScoreBox,
-    /// `select_topk`: the budget's best pages plus the last; `select_pruned`: the pages a
-    /// certified threshold bound cannot rule out, plus the last.
+    /// `select_topk`: the budget's best pages plus the last; `prune_tau` + `prune_mark` +
+    /// `select_pruned`:
+    /// the pages a certified threshold bound cannot rule out, plus the last.
     SelectTopk,
     /// `page_score_moments`: the Gaussian model's per-page μ, σ.
     PageScoreMoments,
@@ -143,7 +144,12 @@ impl TileConfig {
                 vec![page_score_box_entry(spec, t), page_bounds_entry(spec, t)]
             }
             (F::SelectTopk, TileConfig::SelectTopk(t)) => {
-                vec![select_topk_entry(spec, t), select_pruned_entry(spec, t)]
+                vec![
+                    select_topk_entry(spec, t),
+                    prune_tau_entry(spec, t),
+                    prune_mark_entry(spec, t),
+                    select_pruned_entry(spec, t),
+                ]
             }
             (F::PageScoreMoments, TileConfig::Moments(t)) => vec![page_score_moments_entry(spec, t)],
             (F::SelectGaussian, TileConfig::Gauss(t)) => {

@@ -17,10 +17,10 @@ use crate::gaussian::{
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
 use crate::signature::Elem;
 use crate::topk::{
-    page_bounds_entry, page_score_box_entry, page_score_box_geometry, page_scores_elems, select_pruned_entry,
-    select_topk_entry, select_topk_geometry, softmax_topk_entry_names, softmax_topk_finish_geometry,
-    softmax_topk_plan, softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile,
-    SoftmaxTopkTile,
+    page_bounds_entry, page_score_box_entry, page_score_box_geometry, page_scores_elems, prune_geometry,
+    prune_mark_entry, prune_mask_words, prune_tau_entry, select_pruned_entry, select_topk_entry,
+    select_topk_geometry, softmax_topk_entry_names, softmax_topk_finish_geometry, softmax_topk_plan,
+    softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
 };
 use crate::{
     dense_finish_geometry, dense_workspace, dense_workspace_bound, paged_decode_entry_names,
@@ -481,8 +481,10 @@ pub fn topk_select_calls(
 /// (`page_bounds`: `page_ub`, in `(α − 1)·score` units, the largest over the GQA group, and
 /// `page_lb_max`, the largest of the pages' lower bounds — each the smallest over the group —
 /// per warp of pages), then per (sequence, KV head) the pages whose upper bound exceeds a lower
-/// bound on the entmax threshold (`select_pruned`), plus the last page, into
-/// `sel_pages`/`sel_count`. [`DecodeKind::CertifiedSelected`] decodes them.
+/// bound on the entmax threshold (`prune_mark`: a bitmask and a count per slice of pages), plus
+/// the last page, compacted into `sel_pages`/`sel_count` (by `select_pruned` when a row spans
+/// several slices, by `prune_mark` itself otherwise).
+/// [`DecodeKind::CertifiedSelected`] decodes them.
 pub fn certified_prune_calls(
     spec: &PagedSpec,
     box_tile: &BoxScoreTile,
@@ -500,38 +502,61 @@ pub fn certified_prune_calls(
     let bounds_geometry = page_score_box_geometry(spec, box_tile, shape);
     // One maximum per page_bounds warp (32 threads): grid (page blocks, kv heads, batch).
     let lb_slots = bounds_geometry.grid[0] * (box_tile.threads / 32);
+    let rows = shape.kv_heads as u64 * shape.batch as u64;
+    let prune = prune_geometry(sel_tile, shape);
     let mut buffers = vec![
         BufferSpec::new("page_ub", Elem::F32, page_scores_elems(shape)),
-        BufferSpec::new(
-            "page_lb_max",
-            Elem::F32,
-            lb_slots as u64 * shape.kv_heads as u64 * shape.batch as u64,
-        ),
+        BufferSpec::new("page_lb_max", Elem::F32, lb_slots as u64 * rows),
+        BufferSpec::new("prune_mask", Elem::U32, prune_mask_words(shape) as u64 * rows),
+        BufferSpec::new("prune_counts", Elem::I32, prune.grid[0] as u64 * rows),
+        BufferSpec::new("prune_tau", Elem::F32, rows),
     ];
     buffers.extend(selection_buffers(shape));
-    Ok(PipelinePlan {
-        calls: vec![
-            CallPlan {
-                entry: page_bounds_entry(spec, box_tile),
-                geometry: bounds_geometry,
-                args: a1,
-            },
-            CallPlan {
-                entry: select_pruned_entry(spec, sel_tile),
-                geometry: select_topk_geometry(sel_tile, shape),
-                args: vec![
-                    buf("page_ub"),
-                    buf("page_lb_max"),
-                    ArgRef::I32(lb_slots as i32),
-                    buf("seq_lens"),
-                    buf("sel_pages"),
-                    buf("sel_count"),
-                    ArgRef::I32(shape.max_pages as i32),
-                ],
-            },
+    // With one slice a row, `prune_mark` finds τ_low and writes the selection itself.
+    let sliced = prune.grid[0] > 1;
+    let mut calls = vec![CallPlan {
+        entry: page_bounds_entry(spec, box_tile),
+        geometry: bounds_geometry,
+        args: a1,
+    }];
+    if sliced {
+        calls.push(CallPlan {
+            entry: prune_tau_entry(spec, sel_tile),
+            geometry: select_topk_geometry(sel_tile, shape),
+            args: vec![buf("page_lb_max"), ArgRef::I32(lb_slots as i32), buf("prune_tau")],
+        });
+    }
+    calls.push(CallPlan {
+        entry: prune_mark_entry(spec, sel_tile),
+        geometry: prune,
+        args: vec![
+            buf("page_ub"),
+            buf("page_lb_max"),
+            ArgRef::I32(lb_slots as i32),
+            buf("prune_tau"),
+            buf("seq_lens"),
+            buf("prune_mask"),
+            buf("prune_counts"),
+            buf("sel_pages"),
+            buf("sel_count"),
+            ArgRef::I32(shape.max_pages as i32),
         ],
-        buffers,
-    })
+    });
+    if sliced {
+        calls.push(CallPlan {
+            entry: select_pruned_entry(spec, sel_tile),
+            geometry: prune,
+            args: vec![
+                buf("prune_mask"),
+                buf("prune_counts"),
+                buf("seq_lens"),
+                buf("sel_pages"),
+                buf("sel_count"),
+                ArgRef::I32(shape.max_pages as i32),
+            ],
+        });
+    }
+    Ok(PipelinePlan { calls, buffers })
 }
 
 /// Softmax attention over the selected pages (the Quest baseline), planned for selections of at

@@ -164,6 +164,11 @@ pub fn page_scores_elems(shape: &PagedShape) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // select_topk
 
+/// Pages each thread of the page pruning (`prune_mark`, `select_pruned`) takes, whatever the
+/// top-k's `items_per_thread`: the pruning streams 4-byte bounds once, and 16 loads a lane in
+/// flight beat 8 (`paper`, t512: 1M 50 → 46 µs, 128k in one slice 19 → 10 µs).
+pub const PRUNE_PAGES_PER_LANE: u32 = 16;
+
 /// Tile of `select_topk`: one CTA per (batch, kv head) loops over the pages, so any page count
 /// works with a fixed `RADIX_BINS`-entry shared histogram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -183,6 +188,11 @@ impl SelectTopkTile {
             threads: 512,
             items_per_thread: 8,
         }
+    }
+
+    /// Pages one CTA of the page pruning handles: [`PRUNE_PAGES_PER_LANE`] a thread.
+    pub fn slice_pages(&self) -> u32 {
+        self.threads * PRUNE_PAGES_PER_LANE
     }
 
     /// `t512_i8`.
@@ -210,11 +220,44 @@ pub fn page_bounds_entry(spec: &PagedSpec, tile: &BoxScoreTile) -> String {
     format!("page_bounds__{}__{}", spec.sketch_tag(), tile.tag())
 }
 
-/// `select_pruned__<spec+sketch>__<tile>`: the pages whose upper bound clears a certified lower
-/// bound on the entmax threshold (one CTA per (batch, KV head), `SelectTopkTile`'s threads and
-/// items per thread).
+/// `prune_tau__<spec+sketch>__<tile>`: the lower bound `τ_low` on each row's entmax threshold,
+/// for a `prune_mark` whose rows span several slices.
+pub fn prune_tau_entry(spec: &PagedSpec, tile: &SelectTopkTile) -> String {
+    format!("prune_tau__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
+/// `prune_mark__<spec+sketch>__<tile>`: marks, in a bitmask, the pages whose upper bound clears
+/// a certified lower bound on the entmax threshold, and counts them per slice of
+/// [`SelectTopkTile::slice_pages`] pages.
+pub fn prune_mark_entry(spec: &PagedSpec, tile: &SelectTopkTile) -> String {
+    format!("prune_mark__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
+/// `select_pruned__<spec+sketch>__<tile>`: compacts `prune_mark`'s pages into the selection,
+/// each slice at the sum of the counts before it.
 pub fn select_pruned_entry(spec: &PagedSpec, tile: &SelectTopkTile) -> String {
     format!("select_pruned__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
+/// Grid of `prune_mark` and `select_pruned`: (slices, kv heads, batch), one CTA per slice of
+/// a row's scored pages (at least one, so a sequence of one page still gets its row closed).
+pub fn prune_geometry(tile: &SelectTopkTile, shape: &PagedShape) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [prune_slices(tile, shape), shape.kv_heads, shape.batch],
+        block: tile.threads,
+        shared_bytes: 0,
+    }
+}
+
+/// Slices of [`SelectTopkTile::slice_pages`] pages that cover a row's scored pages.
+pub fn prune_slices(tile: &SelectTopkTile, shape: &PagedShape) -> u32 {
+    let scored = shape.max_pages.saturating_sub(1) as u64;
+    ceil_div(scored, tile.slice_pages() as u64).max(1) as u32
+}
+
+/// Words of one row of `prune_mark`'s bitmask (a bit a page).
+pub fn prune_mask_words(shape: &PagedShape) -> u32 {
+    shape.max_pages.div_ceil(32)
 }
 
 /// `select_topk__<spec>__<tile>`.

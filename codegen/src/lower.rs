@@ -730,6 +730,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             UnOp::Log2 => self.call(self.intrinsic(compat::LG2_APPROX, &[])?, &[a])?,
             UnOp::Floor => self.call(self.intrinsic("llvm.floor", &[self.ty(ty)])?, &[a])?,
             UnOp::Ceil => self.call(self.intrinsic("llvm.ceil", &[self.ty(ty)])?, &[a])?,
+            UnOp::Popc => self.call(self.intrinsic("llvm.ctpop", &[self.ty(ty)])?, &[a])?,
         })
     }
 

@@ -307,6 +307,18 @@ fn prmt_lowers_to_ptx_prmt_with_its_selector() {
 }
 
 #[test]
+fn popc_lowers_to_ptx_popc() {
+    let mut k = KernelBuilder::new("popc_ops", 128);
+    let a = k.buffer("a", Scalar::U32, Access::Read);
+    let out = k.buffer("out", Scalar::U32, Access::Write);
+    let i = k.let_("i", k.global_thread_id().i64());
+    k.store(out, i, a.at(i).popc());
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    assert_insn(c.entry("popc_ops"), "popc.b32");
+}
+
+#[test]
 fn dp4a_lowers_to_ptx_dp4a_for_every_signedness() {
     let mut k = KernelBuilder::new("dp4a_ops", 128);
     let a = k.buffer("a", Scalar::U32, Access::Read);

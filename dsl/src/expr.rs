@@ -236,6 +236,10 @@ impl Expr {
     pub fn ceil(self) -> Expr {
         self.unary(UnOp::Ceil)
     }
+    /// Set bits of a `u32`.
+    pub fn popc(self) -> Expr {
+        self.unary(UnOp::Popc)
+    }
     /// Logical not (`Bool`) or bitwise not (integers).
     #[allow(clippy::should_implement_trait)]
     pub fn not(self) -> Expr {

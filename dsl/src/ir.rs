@@ -168,6 +168,8 @@ pub enum UnOp {
     Log2,
     Floor,
     Ceil,
+    /// Population count of a `u32` (PTX `popc.b32`).
+    Popc,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

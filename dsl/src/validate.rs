@@ -313,6 +313,7 @@ impl Validator<'_> {
                     UnOp::Sqrt | UnOp::Rcp | UnOp::Exp2 | UnOp::Log2 | UnOp::Floor | UnOp::Ceil => {
                         ty == Scalar::F32
                     }
+                    UnOp::Popc => ty == Scalar::U32,
                 };
                 if !ok {
                     return Err(self.err(path, format!("{op:?} is not defined on {ty}")));

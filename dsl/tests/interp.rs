@@ -868,19 +868,32 @@ fn ballot_per_warp() {
     let mut k = KernelBuilder::new("ballot", 96);
     let x = k.buffer("x", Scalar::U32, Access::Read);
     let out = k.buffer("out", Scalar::U32, Access::Write);
+    let count = k.buffer("count", Scalar::U32, Access::Write);
     let gid = k.let_("gid", k.global_thread_id());
     let b = k.ballot(x.at(gid).gt(5u32));
     k.store(out, gid, b);
+    k.store(count, gid, b.e().popc());
     let kernel = k.finish().unwrap();
     let mut rng = Rng(7);
     let xs: Vec<u32> = (0..192).map(|_| rng.below(10) as u32).collect();
     let mut hx = HostBuffer::U32(xs.clone());
     let mut ho = HostBuffer::zeros(Scalar::U32, 192);
-    launch(&kernel, 2, &mut [Arg::Buf(&mut hx), Arg::Buf(&mut ho)]).unwrap();
+    let mut hc = HostBuffer::zeros(Scalar::U32, 192);
+    launch(
+        &kernel,
+        2,
+        &mut [Arg::Buf(&mut hx), Arg::Buf(&mut ho), Arg::Buf(&mut hc)],
+    )
+    .unwrap();
     for w in 0..6 {
         let want = (0..32).fold(0u32, |acc, l| acc | (((xs[w * 32 + l] > 5) as u32) << l));
         for l in 0..32 {
             assert_eq!(ho.as_u32().unwrap()[w * 32 + l], want, "warp {w} lane {l}");
+            assert_eq!(
+                hc.as_u32().unwrap()[w * 32 + l],
+                want.count_ones(),
+                "popc, warp {w}"
+            );
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod peaked;
 pub mod pipelines;
 pub mod program;
 pub mod prune;
+pub mod prune_checks;
 pub mod reference;
 pub mod stream;
 pub mod suite;
@@ -146,6 +147,8 @@ pub fn family_kernels(
         ],
         (F::SelectTopk, T::SelectTopk(t)) => vec![
             topk::select::select_kernel(spec, t)?,
+            prune::prune_tau_kernel(spec, t)?,
+            prune::prune_mark_kernel(spec, t)?,
             prune::select_pruned_kernel(spec, t)?,
         ],
         (F::PageScoreMoments, T::Moments(t)) => vec![gaussian::moments_kernel(spec, t)?],

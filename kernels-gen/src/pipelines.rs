@@ -125,12 +125,24 @@ pub fn topk_select_pipeline(
 /// tiles; [`DecodeKind::CertifiedSelected`] decodes its selection.
 pub fn certified_prune_pipeline(spec: &PagedSpec, shape: &PagedShape) -> Result<Pipeline, KernelGenError> {
     let (bt, st) = (BoxScoreTile::default_for(spec), SelectTopkTile::default_for(spec));
-    let plan = certified_prune_calls(spec, &bt, &st, shape)?;
+    certified_prune_pipeline_with(spec, shape, &bt, &st)
+}
+
+/// [`certified_prune_pipeline`] with explicit tiles.
+pub fn certified_prune_pipeline_with(
+    spec: &PagedSpec,
+    shape: &PagedShape,
+    bt: &BoxScoreTile,
+    st: &SelectTopkTile,
+) -> Result<Pipeline, KernelGenError> {
+    let plan = certified_prune_calls(spec, bt, st, shape)?;
     attach(
         plan,
         vec![
-            topk::score::page_bounds_kernel(spec, &bt)?,
-            crate::prune::select_pruned_kernel(spec, &st)?,
+            topk::score::page_bounds_kernel(spec, bt)?,
+            crate::prune::prune_tau_kernel(spec, st)?,
+            crate::prune::prune_mark_kernel(spec, st)?,
+            crate::prune::select_pruned_kernel(spec, st)?,
         ],
     )
 }

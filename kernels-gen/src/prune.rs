@@ -15,9 +15,11 @@
 //! cluster (`peaked`: a few pages aligned with the query) this keeps the aligned pages alone;
 //! on iid keys page boxes are wide and every page stays.
 
-use crate::topk::{append_kept, load_items, SelectionRow};
+use crate::topk::{load_items, pages_of};
 use crate::KernelGenError;
-use entkv_abi::{select_pruned_entry, PagedSpec, SelectTopkTile};
+use entkv_abi::{
+    prune_mark_entry, prune_tau_entry, select_pruned_entry, PagedSpec, SelectTopkTile, PRUNE_PAGES_PER_LANE,
+};
 use entkv_dsl::*;
 
 /// `P^{−(α−1)}`: how far below the smallest score of `P` tokens their own threshold lies.
@@ -25,54 +27,281 @@ pub fn page_threshold_gap(spec: &PagedSpec) -> f64 {
     (spec.page_size as f64).powf(-(spec.decode.alpha.value() - 1.0))
 }
 
-/// `select_pruned`: grid (kv heads, batch). Parameters: `page_ub, page_lb_max, lb_slots,
-/// seq_lens, sel_pages, sel_count, max_pages`.
-pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
+/// One CTA's slice of a (sequence, KV head) row: grid (slices, kv heads, batch). Lane `l` of
+/// warp `w` holds page `start + (w·items + r)·32 + l` for item `r`, so each item of a warp is
+/// one 32-page word of the bitmask and one coalesced 128-byte access.
+struct Slice {
+    slice: Var,
+    tid: Var,
+    lane: Var,
+    warp: Var,
+    /// Pages of the sequence (the last one still filling).
+    pages: Var,
+    /// Full pages (those with bounds): every page but the last.
+    full: Var,
+    /// `b · kv_heads + kvh` (i64): the row's index among rows.
+    row_id: Var,
+    /// First page of the slice.
+    start: Var,
+    items: u32,
+}
+
+impl Slice {
+    fn new(k: &mut KernelBuilder, spec: &PagedSpec, tile: &SelectTopkTile, seq_lens: Buf) -> Slice {
+        let slice = k.let_("slice", k.block_idx(Axis::X).i32());
+        let kvh = k.let_("kvh", k.block_idx(Axis::Y));
+        let b = k.let_("b", k.block_idx(Axis::Z));
+        let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+        let tid = k.let_("tid", k.thread_idx());
+        let lane = k.let_("lane", k.lane());
+        let warp = k.let_("warp", k.warp());
+        let len = k.let_("len", seq_lens.at(b));
+        let pages = pages_of(k, spec, len);
+        let full = k.let_("n", (pages - 1i32).max(0i32));
+        let row_id = k.let_("row_id", b.i64() * kv_heads.i64() + kvh.i64());
+        let start = k.let_("start", slice * tile.slice_pages() as i32);
+        Slice {
+            slice,
+            tid,
+            lane,
+            warp,
+            pages,
+            full,
+            row_id,
+            start,
+            items: PRUNE_PAGES_PER_LANE,
+        }
+    }
+
+    /// Close the row after `kept` full pages: the last page (no bounds: it is still filling)
+    /// is always kept, last, and the count includes it.
+    fn close(&self, k: &mut KernelBuilder, sel_pages: Buf, sel_count: Buf, row: Var, kept: Var) {
+        k.if_(self.tid.eq_(0u32), |k| {
+            k.store(sel_pages, row + kept.i64(), self.pages - 1i32);
+            k.store(sel_count, self.row_id, kept + 1i32);
+        });
+    }
+
+    /// Index, within the row, of this warp's bitmask word for item `r`.
+    fn word(&self, r: u32) -> Expr {
+        (self.start >> 5i32) + (self.warp.i32() * self.items as i32 + r as i32)
+    }
+}
+
+/// Slot loads of the row's lower-bound maxima each thread issues together (a 1M row has
+/// thousands of slots).
+const SLOT_LOADS: u32 = 4;
+
+/// `τ_low` of a (sequence, KV head) row: the largest lower bound (the maximum of `page_bounds`'
+/// per-warp maxima; all −∞ for a sequence of one page, which keeps every page) less the gap,
+/// rounded down. Every thread of the block must call it.
+#[allow(clippy::too_many_arguments)]
+fn row_tau_low(
+    k: &mut KernelBuilder,
+    spec: &PagedSpec,
+    lb_max: Buf,
+    lb_slots: Expr,
+    row_id: Var,
+    tid: Var,
+    threads: u32,
+    red: Buf,
+) -> Var {
+    let slots = k.let_("lb_slots_v", lb_slots);
+    let lb_row = k.let_("lb_row", row_id * slots.i64());
+    let best = k.let_typed("best_lb", Scalar::F32, f64::NEG_INFINITY);
+    k.for_("slot0", 0i32, slots, (threads * SLOT_LOADS) as i32, |k, base| {
+        let maxima = load_items(k, lb_max, lb_row, base, slots, SLOT_LOADS, |r| {
+            (tid + r * threads).i32()
+        });
+        for (_, valid, v) in maxima {
+            k.assign(best, select(valid, best.max(v), best));
+        }
+    });
+    let best = k.block_allreduce(Reduce::Max, best, red);
+    let gap = page_threshold_gap(spec);
+    k.let_("tau_low", best - gap - (best.abs() + gap) * (2.0f64).powi(-20))
+}
+
+/// `prune_tau` (before a `prune_mark` of several slices, which would each read the row's
+/// thousands of maxima otherwise): grid (kv heads, batch). Parameters: `page_lb_max, lb_slots,
+/// prune_tau`; writes the row's `τ_low` to `prune_tau[b · kv_heads + kvh]`.
+pub fn prune_tau_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let threads = tile.threads;
-    let items = tile.items_per_thread;
-    let sweep = (threads * items) as i32;
-    let mut k = KernelBuilder::new(select_pruned_entry(spec, tile), threads);
+    let mut k = KernelBuilder::new(prune_tau_entry(spec, tile), threads);
+    let lb_max = k.buffer("page_lb_max", Scalar::F32, Access::Read);
+    let lb_slots = k.scalar_param("lb_slots", Scalar::I32);
+    let tau = k.buffer("prune_tau", Scalar::F32, Access::Write);
+    let red = k.shared("red", Scalar::F32, threads / WARP);
+    let kvh = k.let_("kvh", k.block_idx(Axis::X));
+    let b = k.let_("b", k.block_idx(Axis::Y));
+    let row_id = k.let_("row_id", b.i64() * k.grid_dim(Axis::X).i64() + kvh.i64());
+    let tid = k.let_("tid", k.thread_idx());
+    let tau_low = row_tau_low(&mut k, spec, lb_max, lb_slots, row_id, tid, threads, red);
+    k.if_(tid.eq_(0u32), |k| k.store(tau, row_id, tau_low));
+    Ok(k.finish()?)
+}
+
+/// `prune_mark`: grid (slices, kv heads, batch). Parameters: `page_ub, page_lb_max, lb_slots,
+/// prune_tau, seq_lens, prune_mask, prune_counts, sel_pages, sel_count, max_pages`.
+/// - Several slices: reads the row's `τ_low` from `prune_tau`, sets bit `j % 32` of word `j / 32` of the row's `prune_mask` for each
+///   kept full page `j` (words past the row's full pages are not written) and writes the
+///   slice's kept count to `prune_counts[row · slices + slice]`; `select_pruned` compacts.
+/// - One slice (the grid's x is 1): the CTA has the whole row, so it finds `τ_low` and writes
+///   the selection itself; the plan launches neither `prune_tau` nor `select_pruned`.
+pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
+    tile.check(spec)?;
+    let threads = tile.threads;
+    let mut k = KernelBuilder::new(prune_mark_entry(spec, tile), threads);
     let ub = k.buffer("page_ub", Scalar::F32, Access::Read);
     let lb_max = k.buffer("page_lb_max", Scalar::F32, Access::Read);
     let lb_slots = k.scalar_param("lb_slots", Scalar::I32);
+    let tau = k.buffer("prune_tau", Scalar::F32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let mask = k.buffer("prune_mask", Scalar::U32, Access::Write);
+    let counts = k.buffer("prune_counts", Scalar::I32, Access::Write);
+    let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
+    let sel_count = k.buffer("sel_count", Scalar::I32, Access::Write);
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+    let max_pages = k.let_("max_pages_v", max_pages);
+    let red = k.shared("red", Scalar::F32, threads / WARP);
+    let scratch = k.shared("scratch", Scalar::I32, threads / WARP);
+
+    let s = Slice::new(&mut k, spec, tile, seq_lens);
+    let slices = k.let_("slices", k.grid_dim(Axis::X));
+    let whole = k.let_("whole_row", slices.eq_(1u32));
+    let row = k.let_("row", s.row_id * max_pages.i64());
+    let kept = k.let_typed("kept", Scalar::I32, 0i32);
+    // Whole CTAs past the row's full pages have nothing to mark (the condition is uniform).
+    k.if_(s.start.lt(s.full), |k| {
+        // The bounds' loads first: they do not wait for τ_low.
+        let loaded: Vec<(Var, Var, Var)> = (0..s.items)
+            .map(|r| {
+                let j = k.let_("j", (s.word(r) << 5i32) + s.lane.i32());
+                let valid = k.let_("valid", j.lt(s.full));
+                (j, valid)
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(j, valid)| (j, valid, k.let_("ub", ub.at(row + select(valid, j, 0i32).i64()))))
+            .collect();
+
+        let tau_low = k.let_typed("tau_low_v", Scalar::F32, 0.0);
+        k.if_else(
+            whole,
+            |k| {
+                let t = row_tau_low(k, spec, lb_max, lb_slots, s.row_id, s.tid, threads, red);
+                k.assign(tau_low, t);
+            },
+            |k| k.assign(tau_low, tau.at(s.row_id)),
+        );
+
+        // Lane r of each warp ends with item r's word.
+        let mine = k.let_typed("my_word", Scalar::U32, 0u32);
+        for (r, (_, valid, u)) in loaded.into_iter().enumerate() {
+            // `!(u ≤ τ_low)`: a NaN bound keeps its page.
+            let word = k.ballot(valid.and(u.le(tau_low).not()));
+            k.assign(mine, select(s.lane.eq_(r as u32), word, mine));
+        }
+        k.if_else(
+            whole,
+            |k| {
+                let n = write_words(k, &s, mine, i32c(0), sel_pages, row, scratch);
+                k.assign(kept, n);
+            },
+            |k| {
+                // One coalesced store a warp.
+                let words_row = k.let_("words_row", (max_pages + 31i32) >> 5i32);
+                let w = k.let_("w", s.word(0) + s.lane.i32());
+                k.if_(s.lane.lt(s.items).and((w << 5i32).lt(s.full)), |k| {
+                    k.store(mask, s.row_id * words_row.i64() + w.i64(), mine);
+                });
+                let n = k.block_allreduce(Reduce::Sum, mine.e().popc().i32(), scratch);
+                k.if_(s.tid.eq_(0u32), |k| {
+                    k.store(counts, s.row_id * slices.i64() + s.slice.i64(), n);
+                });
+            },
+        );
+    });
+    k.if_(whole, |k| s.close(k, sel_pages, sel_count, row, kept));
+    Ok(k.finish()?)
+}
+
+/// `select_pruned` (after a `prune_mark` of several slices): grid (slices, kv heads, batch).
+/// Parameters: `prune_mask, prune_counts, seq_lens, sel_pages, sel_count, max_pages`. Each
+/// slice writes its marked pages in order at the sum of the earlier slices' counts; slice 0
+/// closes the row.
+pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
+    tile.check(spec)?;
+    let threads = tile.threads;
+    let mut k = KernelBuilder::new(select_pruned_entry(spec, tile), threads);
+    let mask = k.buffer("prune_mask", Scalar::U32, Access::Read);
+    let counts = k.buffer("prune_counts", Scalar::I32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
     let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
     let sel_count = k.buffer("sel_count", Scalar::I32, Access::Write);
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
-    let red = k.shared("red", Scalar::F32, threads / WARP);
-    let scan = k.shared("scan", Scalar::I32, threads / WARP);
+    let max_pages = k.let_("max_pages_v", max_pages);
+    let scratch = k.shared("scratch", Scalar::I32, 2 * (threads / WARP));
 
-    let sel = SelectionRow::new(&mut k, spec, seq_lens, max_pages);
-    // Full pages (every page but the last) have bounds.
-    let (tid, n, row) = (sel.tid, sel.full, sel.row);
-
-    // τ_low from the largest lower bound, the maximum of `page_bounds`' per-warp maxima (a
-    // sequence of one page has none: −∞ keeps all).
-    let slots = k.let_("lb_slots_v", lb_slots);
-    let lb_row = k.let_(
-        "lb_row",
-        (sel.b.i64() * sel.kv_heads.i64() + sel.kvh.i64()) * slots.i64(),
-    );
-    let best = k.let_typed("best_lb", Scalar::F32, f64::NEG_INFINITY);
-    k.for_("slot", tid.i32(), slots, threads as i32, |k, slot| {
-        k.assign(best, best.max(lb_max.at(lb_row + slot.i64())));
+    let s = Slice::new(&mut k, spec, tile, seq_lens);
+    let slices = k.let_("slices", k.grid_dim(Axis::X));
+    let first = k.let_("first", s.slice.eq_(0i32));
+    let row = k.let_("row", s.row_id * max_pages.i64());
+    k.if_(first.or(s.start.lt(s.full)), |k| {
+        // Lane r of each warp loads item r's word (issued before the counts' loads).
+        let words_row = k.let_("words_row", (max_pages + 31i32) >> 5i32);
+        let w = k.let_("w", s.word(0) + s.lane.i32());
+        let has = k.let_("has_word", s.lane.lt(s.items).and((w << 5i32).lt(s.full)));
+        let word = k.let_typed("word", Scalar::U32, 0u32);
+        k.if_(has, |k| {
+            k.assign(word, mask.at(s.row_id * words_row.i64() + w.i64()))
+        });
+        // Kept pages of the earlier slices and of the whole row (only the slices `prune_mark`
+        // wrote: those starting before the row's last full page).
+        let sp = tile.slice_pages() as i32;
+        let marked = k.let_("marked", (s.full + (sp - 1)) / sp);
+        let before = k.let_typed("before", Scalar::I32, 0i32);
+        let all = k.let_typed("all", Scalar::I32, 0i32);
+        k.for_("sl", s.tid.i32(), marked, threads as i32, |k, sl| {
+            let sl = k.let_("sl_v", sl);
+            let c = k.let_("c", counts.at(s.row_id * slices.i64() + sl.i64()));
+            k.assign(all, all + c);
+            k.assign(before, before + select(sl.lt(s.slice), c, 0i32));
+        });
+        let sums = k.block_allreduce_many(&[(Reduce::Sum, before.e()), (Reduce::Sum, all.e())], scratch);
+        let (before, all) = (sums[0], sums[1]);
+        k.if_(s.start.lt(s.full), |k| {
+            write_words(k, &s, word, before.e(), sel_pages, row, scratch);
+        });
+        k.if_(first, |k| s.close(k, sel_pages, sel_count, row, all));
     });
-    let best = k.block_allreduce(Reduce::Max, best, red);
-    let gap = page_threshold_gap(spec);
-    let tau_low = k.let_("tau_low", best - gap - (best.abs() + gap) * (2.0f64).powi(-20));
-
-    // Order-preserving compaction: thread t tests `items` consecutive pages of each sweep.
-    let written = k.let_typed("written", Scalar::I32, 0);
-    k.for_("base", 0i32, n, sweep, |k, base| {
-        let loaded = load_items(k, ub, row, base, n, items, |r| (tid * items).i32() + r as i32);
-        let keeps: Vec<(Var, Var)> = loaded
-            .into_iter()
-            .map(|(j, valid, u)| (j, k.let_("keep", valid.and(u.le(tau_low).not()))))
-            .collect();
-        append_kept(k, &keeps, scan, sel_pages, row, written);
-    });
-    // The last page (no bounds: it is still filling) is always kept, last.
-    sel.close(&mut k, sel_pages, sel_count, written);
     Ok(k.finish()?)
+}
+
+/// Write the slice's marked pages to the selection row from position `before` on, in page
+/// order; lane r of each warp holds the word of its item r (lanes past the items hold 0). A
+/// block scan of the words' counts in thread order is their prefix in page order; then each
+/// word's kept lanes store with one coalesced instruction. Returns the slice's count.
+fn write_words(
+    k: &mut KernelBuilder,
+    s: &Slice,
+    word: Var,
+    before: Expr,
+    sel_pages: Buf,
+    row: Var,
+    scratch: Buf,
+) -> Var {
+    let (excl, total) = k.block_exclusive_scan(word.e().popc().i32(), scratch);
+    let at = k.let_("at", before + excl);
+    let below = k.let_("below", (u32c(1) << s.lane.e()) - 1u32);
+    for r in 0..s.items {
+        let wr = k.shuffle(ShuffleMode::Idx, word, r);
+        let ar = k.shuffle(ShuffleMode::Idx, at, r);
+        k.if_(((wr >> s.lane.e()) & 1u32).ne_(0u32), |k| {
+            let pos = k.let_("pos", ar + (wr & below).popc().i32());
+            k.store(sel_pages, row + pos.i64(), (s.word(r) << 5i32) + s.lane.i32());
+        });
+    }
+    total
 }

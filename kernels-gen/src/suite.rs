@@ -85,5 +85,6 @@ pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
     v.extend(crate::decode_checks::checks());
     v.extend(crate::certified_checks::checks());
     v.extend(crate::topk::checks());
+    v.extend(crate::prune_checks::checks());
     v
 }

@@ -52,6 +52,8 @@ pub fn modules_with(
             name: "select_topk",
             kernels: vec![
                 select::select_kernel(spec, select_tile)?,
+                crate::prune::prune_tau_kernel(spec, select_tile)?,
+                crate::prune::prune_mark_kernel(spec, select_tile)?,
                 crate::prune::select_pruned_kernel(spec, select_tile)?,
             ],
         },

@@ -311,6 +311,7 @@ pub(crate) fn unary(op: UnOp, ty: Scalar, a: &mut [u64]) -> Result<(), InterpErr
         (UnOp::Log2, Scalar::F32) => map1(a, |x| raw_f32((f32_of(x) as f64).log2() as f32)),
         (UnOp::Floor, Scalar::F32) => map1(a, |x| raw_f32(f32_of(x).floor())),
         (UnOp::Ceil, Scalar::F32) => map1(a, |x| raw_f32(f32_of(x).ceil())),
+        (UnOp::Popc, Scalar::U32) => map1(a, |x| (x as u32).count_ones() as u64),
         _ => return Err(unsupported(format_args!("{op:?}"), ty)),
     }
     Ok(())
