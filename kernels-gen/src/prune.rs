@@ -82,6 +82,19 @@ impl Slice {
         });
     }
 
+    /// The bitmask word lane `r` of this warp stores or loads (item `r`'s, for `r < items`):
+    /// its element index in `prune_mask`, and whether the lane has one (an item, and a word
+    /// that starts before the row's last full page).
+    fn lane_word(&self, k: &mut KernelBuilder, max_pages: Var) -> (Var, Var) {
+        let words_row = k.let_("words_row", (max_pages + 31i32) >> 5i32);
+        let w = k.let_("w", self.word(0) + self.lane.i32());
+        let has = k.let_(
+            "has_word",
+            self.lane.lt(self.items).and((w << 5i32).lt(self.full)),
+        );
+        (k.let_("word_at", self.row_id * words_row.i64() + w.i64()), has)
+    }
+
     /// Index, within the row, of this warp's bitmask word for item `r`.
     fn word(&self, r: u32) -> Expr {
         (self.start >> 5i32) + (self.warp.i32() * self.items as i32 + r as i32)
@@ -144,9 +157,10 @@ pub fn prune_tau_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kerne
 
 /// `prune_mark`: grid (slices, kv heads, batch). Parameters: `page_ub, page_lb_max, lb_slots,
 /// prune_tau, seq_lens, prune_mask, prune_counts, sel_pages, sel_count, max_pages`.
-/// - Several slices: reads the row's `τ_low` from `prune_tau`, sets bit `j % 32` of word `j / 32` of the row's `prune_mask` for each
-///   kept full page `j` (words past the row's full pages are not written) and writes the
-///   slice's kept count to `prune_counts[row · slices + slice]`; `select_pruned` compacts.
+/// - Several slices: reads the row's `τ_low` from `prune_tau`, sets bit `j % 32` of word
+///   `j / 32` of the row's `prune_mask` for each kept full page `j` (words past the row's full
+///   pages are not written) and writes the slice's kept count to
+///   `prune_counts[row · slices + slice]`; `select_pruned` compacts.
 /// - One slice (the grid's x is 1): the CTA has the whole row, so it finds `τ_low` and writes
 ///   the selection itself; the plan launches neither `prune_tau` nor `select_pruned`.
 pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
@@ -211,11 +225,8 @@ pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kern
             },
             |k| {
                 // One coalesced store a warp.
-                let words_row = k.let_("words_row", (max_pages + 31i32) >> 5i32);
-                let w = k.let_("w", s.word(0) + s.lane.i32());
-                k.if_(s.lane.lt(s.items).and((w << 5i32).lt(s.full)), |k| {
-                    k.store(mask, s.row_id * words_row.i64() + w.i64(), mine);
-                });
+                let (at, has) = s.lane_word(k, max_pages);
+                k.if_(has, |k| k.store(mask, at, mine));
                 let n = k.block_allreduce(Reduce::Sum, mine.e().popc().i32(), scratch);
                 k.if_(s.tid.eq_(0u32), |k| {
                     k.store(counts, s.row_id * slices.i64() + s.slice.i64(), n);
@@ -250,13 +261,9 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
     let row = k.let_("row", s.row_id * max_pages.i64());
     k.if_(first.or(s.start.lt(s.full)), |k| {
         // Lane r of each warp loads item r's word (issued before the counts' loads).
-        let words_row = k.let_("words_row", (max_pages + 31i32) >> 5i32);
-        let w = k.let_("w", s.word(0) + s.lane.i32());
-        let has = k.let_("has_word", s.lane.lt(s.items).and((w << 5i32).lt(s.full)));
+        let (at, has) = s.lane_word(k, max_pages);
         let word = k.let_typed("word", Scalar::U32, 0u32);
-        k.if_(has, |k| {
-            k.assign(word, mask.at(s.row_id * words_row.i64() + w.i64()))
-        });
+        k.if_(has, |k| k.assign(word, mask.at(at)));
         // Kept pages of the earlier slices and of the whole row (only the slices `prune_mark`
         // wrote: those starting before the row's last full page).
         let sp = tile.slice_pages() as i32;

@@ -6,6 +6,7 @@ use crate::pipelines::certified_prune_pipeline_with;
 use crate::program::Program;
 use crate::prune::page_threshold_gap;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
+use crate::topk::reference::{pages_of, selection_shape};
 use entkv_abi::{BoxScoreTile, DType, DecodeSpec, PagedShape, PagedSpec, SelectTopkTile};
 use entkv_dsl::interp::HostBuffer;
 use rand::{Rng, SeedableRng};
@@ -40,23 +41,11 @@ struct Bounds {
 
 impl PruneCheck {
     fn pages(&self, len: i32) -> usize {
-        (len as usize).div_ceil(self.spec.page_size as usize)
+        pages_of(&self.spec, len)
     }
 
     fn shape(&self) -> PagedShape {
-        let max_pages = self
-            .seq_lens
-            .iter()
-            .map(|&l| self.pages(l))
-            .max()
-            .unwrap_or(1)
-            .max(1) as u32;
-        PagedShape {
-            batch: self.seq_lens.len() as u32,
-            kv_heads: self.kv_heads,
-            num_pages: max_pages * self.seq_lens.len() as u32,
-            max_pages,
-        }
+        selection_shape(&self.spec, self.kv_heads, &self.seq_lens)
     }
 
     fn box_tile(&self) -> BoxScoreTile {

@@ -30,7 +30,8 @@
 //!   or missing write fail.
 
 use super::reference::{
-    meta_bounds, page_bounds, pages_of, select_top_f32, select_top_f64, softmax_over_pages, PageBound,
+    meta_bounds, page_bounds, pages_of, select_top_f32, select_top_f64, selection_shape, softmax_over_pages,
+    PageBound,
 };
 use super::{score, select, softmax};
 use crate::paged_data::{KeyData, PagedCase, PagedInputs};
@@ -460,19 +461,7 @@ pub struct SelectCheck {
 
 impl SelectCheck {
     fn shape(&self) -> PagedShape {
-        let max_pages = self
-            .seq_lens
-            .iter()
-            .map(|&l| pages_of(&self.spec, l))
-            .max()
-            .unwrap_or(1)
-            .max(1) as u32;
-        PagedShape {
-            batch: self.seq_lens.len() as u32,
-            kv_heads: self.kv_heads,
-            num_pages: max_pages * self.seq_lens.len() as u32,
-            max_pages,
-        }
+        selection_shape(&self.spec, self.kv_heads, &self.seq_lens)
     }
 
     /// `[batch, kv_heads, max_pages]`, NaN past each sequence's scored pages (never read).

@@ -4,7 +4,7 @@
 
 use crate::data::Tensor;
 use crate::paged_data::PagedInputs;
-use entkv_abi::PagedSpec;
+use entkv_abi::{PagedShape, PagedSpec};
 use std::cmp::Ordering;
 
 /// Host mirror of `select::radix_key`: the order-preserving u32 key of an f32 (NaN largest).
@@ -23,6 +23,23 @@ pub fn radix_key(x: f32) -> u32 {
 /// Pages of a sequence of `len` tokens.
 pub fn pages_of(spec: &PagedSpec, len: i32) -> usize {
     (len.max(0) as usize).div_ceil(spec.page_size as usize)
+}
+
+/// The smallest shape that holds `seq_lens` (each sequence its own pages, none spare): what the
+/// selection checks run on.
+pub fn selection_shape(spec: &PagedSpec, kv_heads: u32, seq_lens: &[i32]) -> PagedShape {
+    let max_pages = seq_lens
+        .iter()
+        .map(|&l| pages_of(spec, l))
+        .max()
+        .unwrap_or(1)
+        .max(1) as u32;
+    PagedShape {
+        batch: seq_lens.len() as u32,
+        kv_heads,
+        num_pages: max_pages * seq_lens.len() as u32,
+        max_pages,
+    }
 }
 
 /// `meta_bounds` `[num_pages, kv_heads, 2, d]` in the K dtype: per dimension the min (row 0) and
