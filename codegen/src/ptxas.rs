@@ -268,6 +268,19 @@ pub fn parse_report(text: &str) -> Result<PtxasReport, PtxasError> {
 mod tests {
     use super::*;
 
+    /// The pin is written twice, in two languages: here and in the setup script that CI and
+    /// users run. They must name the same package.
+    #[test]
+    fn setup_script_installs_the_pinned_ptxas() {
+        let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/setup.sh"))
+            .expect("scripts/setup.sh");
+        let pkg = PTXAS_PIP.trim_start_matches("pip install ");
+        assert!(
+            script.contains(&format!("PTXAS_PKG=\"{pkg}\"")),
+            "scripts/setup.sh does not install {pkg} (PTXAS_PIP)"
+        );
+    }
+
     #[test]
     fn parses_cuda_12_9_output() {
         let out = "ptxas info    : 0 bytes gmem
