@@ -320,3 +320,127 @@ impl<'a> Stream<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use entkv_abi::DType;
+    use entkv_dsl::interp::{run, Arg, HostBuffer, LaunchDims};
+
+    const THREADS: u32 = 64;
+    const CHUNK: usize = 128; // one lane a token, two tokens a lane
+
+    /// Run a gated stream of one head over two chunks of scores (−∞: no token) in the
+    /// interpreter, races checked; returns the final count and bound.
+    fn run_gated(
+        chunks: [&[f32]; 2],
+        newton_steps: u32,
+    ) -> Result<(i32, f32), entkv_dsl::interp::InterpError> {
+        let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+        let tile = DenseTile {
+            threads: THREADS,
+            lanes_per_token: 1,
+            tokens_per_group: 2,
+            newton_steps,
+            score_min_blocks: 0,
+            ctas_per_sm: 1,
+            finish_threads: THREADS,
+            finish_capacity: THREADS,
+        };
+        let mut k = KernelBuilder::new("gated_stream", THREADS);
+        let z = k.buffer("z", Scalar::F32, Access::Read);
+        let bufs = CandidateBufs {
+            lb: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
+            ub: Some(k.buffer("cand_ub", Scalar::F32, Access::ReadWrite)),
+            idx: k.buffer("cand_idx", Scalar::I32, Access::ReadWrite),
+            count: k.buffer("cand_count", Scalar::I32, Access::Write),
+            bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
+        };
+        let seg_index = |_: &mut KernelBuilder, _: u32| i64c(0);
+        let seg_len = k.let_("seg_len", i64c(2 * CHUNK as i64));
+        let stream = Stream::new(&mut k, &spec, &tile, bufs, &seg_index, seg_len, true);
+        let tid = k.let_("tid", k.thread_idx());
+        let owner = k.let_("owner", boolc(true));
+        for c in 0..2usize {
+            let at: Vec<Var> = (0..2u32)
+                .map(|r| k.let_("at", (tid + r * THREADS).i32() + (c * CHUNK) as i32))
+                .collect();
+            let bounds = vec![at
+                .iter()
+                .map(|a| {
+                    let v = k.let_("zv", z.at(*a));
+                    (v, v)
+                })
+                .collect()];
+            stream.push(
+                &mut k,
+                &ChunkScores {
+                    bounds,
+                    position: &|_, r| at[r].e(),
+                    owner,
+                    last: boolc(c == 1),
+                },
+            );
+        }
+        stream.finish(&mut k, &seg_index);
+        let kernel = k.finish().unwrap();
+        let mut zs = vec![f32::NEG_INFINITY; 2 * CHUNK];
+        for (c, scores) in chunks.iter().enumerate() {
+            zs[c * CHUNK..][..scores.len()].copy_from_slice(scores);
+        }
+        let n = 2 * CHUNK;
+        let (mut hz, mut lb, mut ub, mut idx) = (
+            HostBuffer::F32(zs),
+            HostBuffer::F32(vec![f32::NAN; n]),
+            HostBuffer::F32(vec![f32::NAN; n]),
+            HostBuffer::I32(vec![-7; n]),
+        );
+        let (mut count, mut bound) = (HostBuffer::I32(vec![-7]), HostBuffer::F32(vec![f32::NAN]));
+        run(
+            &kernel,
+            LaunchDims::linear(1, THREADS),
+            &mut [
+                Arg::Buf(&mut hz),
+                Arg::Buf(&mut lb),
+                Arg::Buf(&mut ub),
+                Arg::Buf(&mut idx),
+                Arg::Buf(&mut count),
+                Arg::Buf(&mut bound),
+            ],
+        )?;
+        Ok((count.as_i32().unwrap()[0], bound.as_f32().unwrap()[0]))
+    }
+
+    /// The first chunk appends 100 candidates (40 at 0, 60 at −0.9: above `max − 1`), the last
+    /// 30 more at 0 from warp 0.
+    fn two_chunks() -> (Vec<f32>, Vec<f32>) {
+        let mut first = vec![0.0f32; 40];
+        first.resize(100, -0.9);
+        (first, vec![0.0; 30])
+    }
+
+    /// Two Newton steps lift the bound to about −0.56 in the first chunk, and its prune keeps
+    /// the 40 at 0: more than half the block, so the gate opens again only past 80. The last
+    /// chunk's appends (positions 40..69) leave the segment (70) longer than the block but not
+    /// due. Only the tightening forced after the last chunk puts a barrier between them and the
+    /// final prune's first window, where warp 1 reads positions 40..63 (a race otherwise).
+    #[test]
+    fn gated_stream_orders_the_last_appends_before_the_final_prune() {
+        let (first, last) = two_chunks();
+        let (count, bound) = run_gated([&first, &last], 2).expect("no race, no fault");
+        assert_eq!(count, 70, "the 70 candidates at 0 stay");
+        assert!(bound.is_finite() && (-0.9..0.0).contains(&bound), "bound {bound}");
+    }
+
+    /// With one Newton step the first chunk's prune still uses `max − 1` (a step moves the
+    /// bound only to a point it has evaluated) and keeps all 100, so the gate opens again only
+    /// past 200. The tightening after the last chunk is what raises the bound past −0.9 before
+    /// the final prune, which then drops the 60.
+    #[test]
+    fn gated_stream_prunes_with_a_bound_tightened_after_the_last_chunk() {
+        let (first, last) = two_chunks();
+        let (count, bound) = run_gated([&first, &last], 1).expect("no race, no fault");
+        assert_eq!(count, 70, "the 60 candidates at −0.9 are dropped");
+        assert!(bound.is_finite() && (-0.9..0.0).contains(&bound), "bound {bound}");
+    }
+}
