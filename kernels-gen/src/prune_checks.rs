@@ -272,6 +272,13 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             5,
         ),
         case(
+            "special_one_slice",
+            vec![16 * 3000 + 1, 33, 16 * 2000],
+            BoundPattern::Special,
+            t(256, 2),
+            8,
+        ),
+        case(
             "one_slice",
             vec![16 * 3000 + 3, 1, 17, 16 * 4096 + 1],
             BoundPattern::Mixed,
