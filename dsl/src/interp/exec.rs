@@ -145,6 +145,30 @@ impl Track {
     }
 }
 
+/// Race tracking of one writable global buffer, a page of elements allocated on its first
+/// access: a launch touches a small part of most workspaces, and a track entry is 32 bytes.
+struct GlobalTrack {
+    pages: Vec<Option<Box<[Track]>>>,
+}
+
+impl GlobalTrack {
+    const PAGE: usize = 1024;
+
+    fn new(len: usize) -> GlobalTrack {
+        GlobalTrack {
+            pages: (0..len.div_ceil(Self::PAGE)).map(|_| None).collect(),
+        }
+    }
+
+    /// The entry of element `i` (in bounds: accesses are checked first).
+    #[inline]
+    fn at(&mut self, i: usize) -> &mut Track {
+        let page = self.pages[i / Self::PAGE]
+            .get_or_insert_with(|| vec![Track::default(); Self::PAGE].into_boxed_slice());
+        &mut page[i % Self::PAGE]
+    }
+}
+
 struct SharedMem {
     data: Vec<u64>,
     /// Block generation that last wrote each element (initialised iff equal to the current).
@@ -175,9 +199,9 @@ struct Machine<'k, 'b> {
     stats: RunStats,
     buf_loaded: Vec<u64>,
     buf_stored: Vec<u64>,
-    /// Race tracking of each writable global buffer (empty for read-only buffers, scalars, or
+    /// Race tracking of each writable global buffer (`None` for read-only buffers, scalars, or
     /// when race checking is off).
-    global_track: Vec<Vec<Track>>,
+    global_track: Vec<Option<GlobalTrack>>,
 }
 
 #[inline]
@@ -217,9 +241,9 @@ impl<'k, 'b> Machine<'k, 'b> {
             .zip(&bufs)
             .map(|(p, b)| match (&p.kind, b) {
                 (ParamKind::Buffer { access, .. }, Some(b)) if races && *access != Access::Read => {
-                    vec![Track::default(); b.len()]
+                    Some(GlobalTrack::new(b.len()))
                 }
-                _ => Vec::new(),
+                _ => None,
             })
             .collect();
         let shared = k
@@ -922,16 +946,17 @@ impl<'k, 'b> Machine<'k, 'b> {
         access: RaceAccess,
     ) -> FResult<()> {
         let epoch = self.epoch;
-        let Some(track) = self.global_track.get_mut(p).filter(|t| !t.is_empty()) else {
+        let Some(Some(track)) = self.global_track.get_mut(p) else {
             return Ok(());
         };
         for (j, &i) in idx.iter().enumerate() {
             let i = i as usize + c;
             let w = (lane_at(lanes, j) / WARP) as u8;
+            let t = track.at(i);
             let r = match access {
-                RaceAccess::Read => track[i].read(epoch, w),
-                RaceAccess::Write => track[i].write(epoch, w),
-                RaceAccess::Atomic => track[i].atomic(epoch, w),
+                RaceAccess::Read => t.read(epoch, w),
+                RaceAccess::Write => t.write(epoch, w),
+                RaceAccess::Atomic => t.atomic(epoch, w),
             };
             if let Err(r) = r {
                 return Err(self.race(Mem::Global(ParamId(p as u32)), i, access, lane_at(lanes, j), r));
