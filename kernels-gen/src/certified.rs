@@ -125,13 +125,7 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
     let slopes = spec
         .alibi
         .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
-    let bufs = CandidateBufs {
-        lb: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
-        ub: Some(k.buffer("cand_ub", Scalar::F32, Access::ReadWrite)),
-        idx: k.buffer("cand_idx", Scalar::I32, Access::ReadWrite),
-        count: k.buffer("cand_count", Scalar::I32, Access::Write),
-        bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
-    };
+    let bufs = CandidateBufs::declare_bounded(&mut k);
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
     let chunks_param = k.scalar_param("chunks_per_split", Scalar::I32);
     let chunks = k.let_("chunks", chunks_param);

@@ -47,6 +47,20 @@ pub struct CandidateBufs {
     pub bound: Buf,
 }
 
+impl CandidateBufs {
+    /// The workspace buffers of a stream whose candidates carry both bounds (the certified
+    /// pass), in parameter order: `cand_lb, cand_ub, cand_idx, cand_count, cand_bound`.
+    pub fn declare_bounded(k: &mut KernelBuilder) -> CandidateBufs {
+        CandidateBufs {
+            lb: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
+            ub: Some(k.buffer("cand_ub", Scalar::F32, Access::ReadWrite)),
+            idx: k.buffer("cand_idx", Scalar::I32, Access::ReadWrite),
+            count: k.buffer("cand_count", Scalar::I32, Access::Write),
+            bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
+        }
+    }
+}
+
 /// One chunk's tokens for one head: `(lower, upper)` score bounds per token of this lane
 /// group (−∞ for invalid tokens), the token positions, and whether this lane counts them.
 pub struct ChunkScores<'p> {
@@ -349,13 +363,7 @@ mod tests {
         };
         let mut k = KernelBuilder::new("gated_stream", THREADS);
         let z = k.buffer("z", Scalar::F32, Access::Read);
-        let bufs = CandidateBufs {
-            lb: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
-            ub: Some(k.buffer("cand_ub", Scalar::F32, Access::ReadWrite)),
-            idx: k.buffer("cand_idx", Scalar::I32, Access::ReadWrite),
-            count: k.buffer("cand_count", Scalar::I32, Access::Write),
-            bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
-        };
+        let bufs = CandidateBufs::declare_bounded(&mut k);
         let seg_index = |_: &mut KernelBuilder, _: u32| i64c(0);
         let seg_len = k.let_("seg_len", i64c(2 * CHUNK as i64));
         let stream = Stream::new(&mut k, &spec, &tile, bufs, &seg_index, seg_len, true);
