@@ -100,11 +100,11 @@ SPLIT = "“Split policy, page lookahead and the top-k floor”"
 SELECT = "“The selection kernels”"
 CEILING_TBS = 4.28
 PERF_NOTES = {
-    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode” and “Dense entmax decode at 32k: the `auto` target”",
+    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target” and “`wide` tiles: longer chunks, one Newton step”",
     "topk": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
     "gaussian": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
     "certified": "[perf-notes.md](perf-notes.md), “Certified-exact: what was tried” and “Certified page terms in one phase”",
-    "certified-pruned": "[perf-notes.md](perf-notes.md), “Certified-exact with page pruning”",
+    "certified-pruned": "[perf-notes.md](perf-notes.md), “Certified-exact with page pruning” and “Page pruning over slices”",
 }
 
 
