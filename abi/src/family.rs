@@ -131,7 +131,8 @@ impl TileConfig {
     }
 
     /// Entry names of `family` with this tile: its own pipeline's in launch order, then those
-    /// page pruning adds (`page_bounds`, `select_pruned`, `select_certified_sel`/`_rest`).
+    /// page pruning adds (`page_bounds`, `prune_tau`, `prune_mark`, `select_pruned`,
+    /// `select_certified_sel`/`_rest`).
     pub fn entries(&self, family: KernelFamily, spec: &PagedSpec) -> Result<Vec<String>, SpecError> {
         self.check(family, spec)?;
         use KernelFamily as F;

@@ -147,10 +147,12 @@ pub fn page_score_box_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
 /// Grid (page blocks over `max_pages − 1` pages, kv heads, batch). CTAs past a sequence's
 /// scored pages exit at once, so the grid needs only the static shape, never the lengths.
 pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
-    let scored = shape.max_pages.saturating_sub(1) as u64;
-    let blocks = ceil_div(scored, tile.pages_per_block(spec) as u64).max(1);
     LaunchGeometry {
-        grid: [blocks as u32, shape.kv_heads, shape.batch],
+        grid: [
+            scored_page_blocks(shape, tile.pages_per_block(spec)),
+            shape.kv_heads,
+            shape.batch,
+        ],
         block: tile.threads,
         shared_bytes: 0,
     }
@@ -251,8 +253,14 @@ pub fn prune_geometry(tile: &SelectTopkTile, shape: &PagedShape) -> LaunchGeomet
 
 /// Slices of [`SelectTopkTile::slice_pages`] pages that cover a row's scored pages.
 pub fn prune_slices(tile: &SelectTopkTile, shape: &PagedShape) -> u32 {
+    scored_page_blocks(shape, tile.slice_pages())
+}
+
+/// Blocks of `per_block` pages that cover a row's scored pages (all but the last of
+/// `max_pages`), at least one.
+fn scored_page_blocks(shape: &PagedShape, per_block: u32) -> u32 {
     let scored = shape.max_pages.saturating_sub(1) as u64;
-    ceil_div(scored, tile.slice_pages() as u64).max(1) as u32
+    ceil_div(scored, per_block as u64).max(1) as u32
 }
 
 /// Words of one row of `prune_mark`'s bitmask (a bit a page).

@@ -15,7 +15,7 @@ pub struct CertifiedCheck {
     pub case: PagedCase,
     pub tile: DenseTile,
     pub sm_count: u32,
-    /// Prune pages first (`page_bounds` + `select_pruned`) and decode the rest
+    /// Prune pages first (`entkv_abi::pipeline::certified_prune_calls`) and decode the rest
     /// (`DecodeKind::CertifiedSelected`); the output must still equal full-cache entmax.
     pub pruned: bool,
 }
@@ -169,7 +169,6 @@ impl CertifiedCheck {
         let ub = ran.get("page_ub").to_f64_vec();
         let lb_max = ran.get("page_lb_max").to_f64_vec();
         let lb_slots = lb_max.len() / (x.seq_lens.len() * kv_heads);
-        let gap = crate::prune::page_threshold_gap(spec) as f32;
         let (sel, count) = (
             ran.get("sel_pages").to_f64_vec(),
             ran.get("sel_count").to_f64_vec(),
@@ -214,11 +213,11 @@ impl CertifiedCheck {
                          smallest score (at most {best_floor})"
                     ));
                 }
-                let tau_low = (best - gap) - (best.abs() + gap) * 2f32.powi(-20);
+                let tau_low = crate::prune::host_tau_low(spec, best);
                 for j in 0..pages - 1 {
                     let u = ub[row + j] as f32;
-                    let near = (u - tau_low).abs() <= 1e-6 * tau_low.abs().max(1.0);
-                    if !near && (u <= tau_low) == list.contains(&j) {
+                    let keeps = crate::prune::host_keeps(u, tau_low);
+                    if keeps.is_some_and(|keep| keep != list.contains(&j)) {
                         return Err(format!(
                             "b {b} kv head {kvh}: page {j} (ub {u}) {} against τ_low {tau_low}",
                             if list.contains(&j) { "kept" } else { "dropped" }

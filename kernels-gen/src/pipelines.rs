@@ -121,8 +121,9 @@ pub fn topk_select_pipeline(
     )
 }
 
-/// The certified decode's page pruning (`page_bounds` + `select_pruned`) with the default
-/// tiles; [`DecodeKind::CertifiedSelected`] decodes its selection.
+/// The certified decode's page pruning (`page_bounds`, then `prune_mark`, with `prune_tau` and
+/// `select_pruned` when rows span several slices) with the default tiles;
+/// [`DecodeKind::CertifiedSelected`] decodes its selection.
 pub fn certified_prune_pipeline(spec: &PagedSpec, shape: &PagedShape) -> Result<Pipeline, KernelGenError> {
     let (bt, st) = (BoxScoreTile::default_for(spec), SelectTopkTile::default_for(spec));
     certified_prune_pipeline_with(spec, shape, &bt, &st)

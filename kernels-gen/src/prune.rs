@@ -1,6 +1,7 @@
-//! `select_pruned`: the page pruning of the certified decode. Per (sequence, KV head), the pages
-//! that may hold a support token of some query head of the group, plus the last page, in the
-//! selection format of `entkv_abi::paged` (ascending, the last page last).
+//! The page pruning of the certified decode (`prune_tau`, `prune_mark`, `select_pruned`). Per
+//! (sequence, KV head), the pages that may hold a support token of some query head of the
+//! group, plus the last page, in the selection format of `entkv_abi::paged` (ascending, the last
+//! page last).
 //!
 //! `page_bounds` (`crate::topk::score`) gives every full page `p` bounds `lb_p ≤ z ≤ ub_p` on
 //! the scores `z = (α − 1)·score` of its `P` tokens, for every head of the group. Two facts
@@ -15,7 +16,7 @@
 //! cluster (`peaked`: a few pages aligned with the query) this keeps the aligned pages alone;
 //! on iid keys page boxes are wide and every page stays.
 
-use crate::topk::{load_items, pages_of};
+use crate::topk::{close_selection, load_items, row_pages};
 use crate::KernelGenError;
 use entkv_abi::{
     prune_mark_entry, prune_tau_entry, select_pruned_entry, PagedSpec, SelectTopkTile, PRUNE_PAGES_PER_LANE,
@@ -25,6 +26,24 @@ use entkv_dsl::*;
 /// `P^{−(α−1)}`: how far below the smallest score of `P` tokens their own threshold lies.
 pub fn page_threshold_gap(spec: &PagedSpec) -> f64 {
     (spec.page_size as f64).powf(-(spec.decode.alpha.value() - 1.0))
+}
+
+/// How far `τ_low` is rounded down, relative to its terms' magnitudes (its two f32 operations).
+const TAU_LOW_SLACK: f64 = 1.0 / (1u64 << 20) as f64;
+
+/// The kernels' `τ_low` recomputed on the host from the row's largest lower bound `best`, in f32
+/// and unfused, for the checks.
+pub fn host_tau_low(spec: &PagedSpec, best: f32) -> f32 {
+    let gap = page_threshold_gap(spec) as f32;
+    (best - gap) - (best.abs() + gap) * TAU_LOW_SLACK as f32
+}
+
+/// Whether the selection must keep a page whose upper bound is `ub` (`!(ub ≤ τ_low)`: NaN
+/// keeps), or `None` within 10⁻⁶ of `τ_low`, where the GPU may fuse τ_low's two operations and
+/// either verdict is right.
+pub fn host_keeps(ub: f32, tau_low: f32) -> Option<bool> {
+    let near = (ub - tau_low).abs() <= 1e-6 * tau_low.abs().max(1.0);
+    (!near).then_some(ub > tau_low || ub.is_nan() || tau_low.is_nan())
 }
 
 /// One CTA's slice of a (sequence, KV head) row: grid (slices, kv heads, batch). Lane `l` of
@@ -55,9 +74,7 @@ impl Slice {
         let tid = k.let_("tid", k.thread_idx());
         let lane = k.let_("lane", k.lane());
         let warp = k.let_("warp", k.warp());
-        let len = k.let_("len", seq_lens.at(b));
-        let pages = pages_of(k, spec, len);
-        let full = k.let_("n", (pages - 1i32).max(0i32));
+        let (pages, full) = row_pages(k, spec, seq_lens, b);
         let row_id = k.let_("row_id", b.i64() * kv_heads.i64() + kvh.i64());
         let start = k.let_("start", slice * tile.slice_pages() as i32);
         Slice {
@@ -76,10 +93,15 @@ impl Slice {
     /// Close the row after `kept` full pages: the last page (no bounds: it is still filling)
     /// is always kept, last, and the count includes it.
     fn close(&self, k: &mut KernelBuilder, sel_pages: Buf, sel_count: Buf, row: Var, kept: Var) {
-        k.if_(self.tid.eq_(0u32), |k| {
-            k.store(sel_pages, row + kept.i64(), self.pages - 1i32);
-            k.store(sel_count, self.row_id, kept + 1i32);
-        });
+        close_selection(
+            k,
+            self.tid,
+            (sel_pages, sel_count),
+            row,
+            self.row_id,
+            self.pages,
+            kept,
+        );
     }
 
     /// The bitmask word lane `r` of this warp stores or loads (item `r`'s, for `r < items`):
@@ -132,7 +154,7 @@ fn row_tau_low(
     });
     let best = k.block_allreduce(Reduce::Max, best, red);
     let gap = page_threshold_gap(spec);
-    k.let_("tau_low", best - gap - (best.abs() + gap) * (2.0f64).powi(-20))
+    k.let_("tau_low", best - gap - (best.abs() + gap) * TAU_LOW_SLACK)
 }
 
 /// `prune_tau` (before a `prune_mark` of several slices, which would each read the row's
@@ -189,16 +211,9 @@ pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kern
     // Whole CTAs past the row's full pages have nothing to mark (the condition is uniform).
     k.if_(s.start.lt(s.full), |k| {
         // The bounds' loads first: they do not wait for τ_low.
-        let loaded: Vec<(Var, Var, Var)> = (0..s.items)
-            .map(|r| {
-                let j = k.let_("j", (s.word(r) << 5i32) + s.lane.i32());
-                let valid = k.let_("valid", j.lt(s.full));
-                (j, valid)
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|(j, valid)| (j, valid, k.let_("ub", ub.at(row + select(valid, j, 0i32).i64()))))
-            .collect();
+        let loaded = load_items(k, ub, row, i32c(0), s.full, s.items, |r| {
+            (s.word(r) << 5i32) + s.lane.i32()
+        });
 
         let tau_low = k.let_typed("tau_low_v", Scalar::F32, 0.0);
         k.if_else(

@@ -4,7 +4,7 @@
 
 use crate::pipelines::certified_prune_pipeline_with;
 use crate::program::Program;
-use crate::prune::page_threshold_gap;
+use crate::prune::{host_keeps, host_tau_low};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::topk::reference::{pages_of, selection_shape};
 use entkv_abi::{BoxScoreTile, DType, DecodeSpec, PagedShape, PagedSpec, SelectTopkTile};
@@ -165,7 +165,6 @@ impl KernelCheck for PruneCheck {
             let mp = self.shape().max_pages as usize;
             let sel = ran.get("sel_pages").to_f64_vec();
             let count = ran.get("sel_count").to_f64_vec();
-            let gap = page_threshold_gap(&self.spec) as f32;
             let (mut full, mut kept) = (0usize, 0usize);
             for (bi, &len) in self.seq_lens.iter().enumerate() {
                 let pages = self.pages(len);
@@ -184,13 +183,12 @@ impl KernelCheck for PruneCheck {
                     let best = b.lb_max[r * lb_slots..][..lb_slots]
                         .iter()
                         .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-                    let tau_low = (best - gap) - (best.abs() + gap) * 2f32.powi(-20);
+                    let tau_low = host_tau_low(&self.spec, best);
                     let mut listed = list[..list.len() - 1].iter().map(|&v| v as usize).peekable();
                     for j in 0..pages - 1 {
                         let u = b.ub[r * mp + j];
                         let is_listed = listed.next_if_eq(&j).is_some();
-                        let near = (u - tau_low).abs() <= 1e-6 * tau_low.abs().max(1.0);
-                        if !near && (u <= tau_low) == is_listed {
+                        if host_keeps(u, tau_low).is_some_and(|keep| keep != is_listed) {
                             return Err(format!(
                                 "b {bi} kv head {kvh}: page {j} (ub {u}) {} against τ_low {tau_low}",
                                 if is_listed { "kept" } else { "dropped" }

@@ -201,9 +201,7 @@ impl SelectionRow {
         let b = k.let_("b", k.block_idx(Axis::Y));
         let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
         let tid = k.let_("tid", k.thread_idx());
-        let len = k.let_("len", seq_lens.at(b));
-        let pages = pages_of(k, spec, len);
-        let full = k.let_("n", (pages - 1i32).max(0i32));
+        let (pages, full) = row_pages(k, spec, seq_lens, b);
         let row = k.let_("row", (b.i64() * kv_heads.i64() + kvh.i64()) * max_pages.i64());
         SelectionRow {
             b,
@@ -219,12 +217,44 @@ impl SelectionRow {
     /// Close the row after `chosen` pages: the last page, always attended, goes last, and the
     /// count includes it.
     pub fn close(&self, k: &mut KernelBuilder, sel_pages: Buf, sel_count: Buf, chosen: Var) {
-        let (b, kvh, kv_heads, pages, row) = (self.b, self.kvh, self.kv_heads, self.pages, self.row);
-        k.if_(self.tid.eq_(0u32), |k| {
-            k.store(sel_pages, row + chosen.i64(), pages - 1i32);
-            k.store(sel_count, b.i64() * kv_heads.i64() + kvh.i64(), chosen + 1i32);
-        });
+        let row_id = self.b.i64() * self.kv_heads.i64() + self.kvh.i64();
+        close_selection(
+            k,
+            self.tid,
+            (sel_pages, sel_count),
+            self.row,
+            row_id,
+            self.pages,
+            chosen,
+        );
     }
+}
+
+/// Pages of sequence `b` (the last one still filling) and its full pages (those with
+/// metadata: every page but the last), as i32.
+pub(crate) fn row_pages(k: &mut KernelBuilder, spec: &PagedSpec, seq_lens: Buf, b: Var) -> (Var, Var) {
+    let len = k.let_("len", seq_lens.at(b));
+    let pages = pages_of(k, spec, len);
+    let full = k.let_("n", (pages - 1i32).max(0i32));
+    (pages, full)
+}
+
+/// Close selection row `row_id` (its first element `row`) after `chosen` pages: thread 0 puts
+/// the last page, always attended, last, and a count that includes it.
+pub(crate) fn close_selection(
+    k: &mut KernelBuilder,
+    tid: Var,
+    (sel_pages, sel_count): (Buf, Buf),
+    row: Var,
+    row_id: impl IntoExpr,
+    pages: Var,
+    chosen: Var,
+) {
+    let row_id = row_id.into_expr(None);
+    k.if_(tid.eq_(0u32), |k| {
+        k.store(sel_pages, row + chosen.i64(), pages - 1i32);
+        k.store(sel_count, row_id, chosen + 1i32);
+    });
 }
 
 /// Pages of a sequence of `len` tokens (`len ≥ 1` by the batch contract), as i32.

@@ -33,7 +33,7 @@ pub fn page_bounds_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kerne
 /// Either pass: `page_score_box` (`rigorous = false`: upper bounds in score units into
 /// `page_scores`) or `page_bounds` (upper and lower bounds in `(α − 1)·score` units, with
 /// rounding slack: the upper bounds into `page_ub`, and of the lower bounds only each warp's
-/// largest into `page_lb_max`, all that `select_pruned` needs).
+/// largest into `page_lb_max`, all that the pruning's `τ_low` needs).
 fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let ds = &spec.decode;
@@ -97,7 +97,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     );
     let warp_lead = k.let_("warp_lead", (tid % WARP).eq_(0u32));
     // CTAs past this sequence's scored pages have nothing to do (uniform) but mark their
-    // slots empty for `select_pruned`.
+    // slots empty for the pruning's `τ_low`.
     if let Some(lb_max) = lower {
         k.if_(first.ge(scored).and(warp_lead), |k| {
             k.store(lb_max, lb_max_at, f32c(f64::NEG_INFINITY))

@@ -21,8 +21,8 @@ pub enum Method {
     /// Entmax over a sketch-certified superset of the support: equal to [`Method::Dense`].
     Certified,
     /// [`Method::Certified`] after page pruning: pages whose rigorous box bound lies below a
-    /// certified lower bound on the threshold are not read at all (`page_bounds`,
-    /// `select_pruned`). Equal to [`Method::Dense`] too. Pays a pass over the page bounds first,
+    /// certified lower bound on the threshold are not read at all (`page_bounds`, then
+    /// `prune_mark` and friends). Equal to [`Method::Dense`] too. Pays a pass over the page bounds first,
     /// so it wins where pages cluster (most pages prunable) and loses where they do not.
     CertifiedPruned,
     /// The faster of the two exact methods (dense, certified) at each step's context length,
