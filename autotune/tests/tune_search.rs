@@ -5,6 +5,7 @@
 use entkv_abi::{DType, DecodeSpec, KernelFamily, PagedSpec};
 use entkv_autotune::tune::log::{read_jsonl, RecordKey, RecordStore, Status, StoreConfig};
 use entkv_autotune::tune::search::{buckets_for, SearchOutcome};
+use entkv_autotune::tune::space::MAX_REFINEMENTS;
 use entkv_autotune::tune::strategy::Strategy;
 use entkv_autotune::tune::{
     run_search, Candidate, DeviceKey, EvalError, MeasureBackend, Prepared, SearchOpts, Workload,
@@ -348,7 +349,10 @@ fn halving_keeps_the_best_through_noise() {
     o.strategy = Strategy::Halving;
     let out = run_search(&o, &mut b, &mut RecordStore::in_memory()).unwrap();
     assert_eq!(out.results[0].chosen.as_ref().unwrap().tag, best);
-    let n = out.results[0].space_valid;
+    // The space and the refinements around the first round's best, all of which pass.
+    let n = out.results[0].planned;
+    assert!(n > out.results[0].space_valid);
+    assert_eq!(out.results[0].counts.ok, n);
     let groups: Vec<usize> = b.timed.iter().copied().filter(|&g| g > 1).collect();
     // n → ⌈n/2⌉ → … ≤ 3 survivors, then the final group (+ the default when eliminated).
     let mut want = Vec::new();
@@ -583,20 +587,79 @@ fn opts_are_checked() {
 
 #[test]
 fn tiles_in_a_space_are_what_the_backend_sees() {
-    // Every candidate the backend is given passes the ABI check.
+    // Every candidate the backend is given is a point of the family's space or, for dense
+    // tiles, one of the refinements around the first round's best; all pass the checks.
     let mut b = Fake::new(spread);
     let fams = [
         KernelFamily::PageScoreMoments,
         KernelFamily::SelectGaussian,
         KernelFamily::DecodeCertified,
     ];
-    run_search(&opts(&fams, &[32 << 10]), &mut b, &mut RecordStore::in_memory()).unwrap();
+    let out = run_search(&opts(&fams, &[32 << 10]), &mut b, &mut RecordStore::in_memory()).unwrap();
+    let mut outside = 0;
     for p in &b.prepared {
         let (fam, tag) = p.split_once(':').unwrap();
         let f = KernelFamily::ALL.into_iter().find(|f| f.name() == fam).unwrap();
         let space = entkv_autotune::tune::space::family_space(f, &spec(), &Default::default()).unwrap();
-        assert!(space.valid.iter().any(|t| t.tag() == tag), "{p}");
+        if !space.valid.iter().any(|t| t.tag() == tag) {
+            assert_eq!(
+                f,
+                KernelFamily::DecodeCertified,
+                "{p}: only dense tiles are refined"
+            );
+            outside += 1;
+        }
     }
+    let cert = out
+        .results
+        .iter()
+        .find(|r| r.family == KernelFamily::DecodeCertified)
+        .unwrap();
+    assert_eq!(outside, cert.planned - cert.space_valid);
+    assert!((1..=MAX_REFINEMENTS).contains(&outside), "{outside} refinements");
+    for r in &out.results {
+        if r.family != KernelFamily::DecodeCertified {
+            assert_eq!(r.planned, r.space_valid, "{}: no refinement", r.family);
+        }
+    }
+}
+
+#[test]
+fn refinement_finds_knobs_that_only_win_together() {
+    // One Newton step and 32 tokens a lane group at 128 threads each win alone; the first
+    // round times the Newton step only at the default's decomposition, so only the
+    // refinement around its best can time them together.
+    let speed = |f: KernelFamily, tag: &str| {
+        let mut t = if tag == default_tag(f) {
+            100.0
+        } else {
+            100.0 + spread(f, tag) / 10.0
+        };
+        if tag.contains("_n1_") {
+            t *= 0.8;
+        }
+        if tag.starts_with("t128_l1_r32_") {
+            t *= 0.85;
+        }
+        t
+    };
+    let mut b = Fake::new(speed);
+    let out = run_search(
+        &opts(&[DENSE], &[32 << 10]),
+        &mut b,
+        &mut RecordStore::in_memory(),
+    )
+    .unwrap();
+    let r = &out.results[0];
+    let space = entkv_autotune::tune::space::family_space(DENSE, &spec(), &Default::default()).unwrap();
+    let winner = r.chosen.as_ref().unwrap();
+    assert!(winner.tag.starts_with("t128_l1_r32_n1_"), "chose {}", winner.tag);
+    assert!(
+        !space.valid.iter().any(|t| t.tag() == winner.tag),
+        "a point outside the grid"
+    );
+    assert!(r.planned > r.space_valid && r.planned <= r.space_valid + MAX_REFINEMENTS);
+    assert_eq!(b.prepared.len(), r.planned, "each point prepared once");
 }
 
 #[test]

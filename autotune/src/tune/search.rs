@@ -9,7 +9,7 @@
 
 use super::log::{group_digest, Origin, Record, RecordKey, RecordStore, Stage, Status};
 use super::rank::{rank, Timed};
-use super::space::{family_space, DeviceLimits, Space};
+use super::space::{family_space, refinements, DeviceLimits, Space};
 use super::strategy::{halving_keep, order, Strategy};
 use super::{Candidate, DataKind, DeviceKey, EvalError, MeasureBackend, Prepared, Workload};
 use anyhow::{bail, ensure, Context, Result};
@@ -484,59 +484,25 @@ impl Searcher<'_> {
         let reps = self.opts.strategy.first_reps(self.opts.reps);
         self.record_invalid(space, &w, reps, &mut result.counts)?;
 
-        // The candidates this bucket will measure, generated together (in parallel on the GPU
-        // backend); recorded ones are not, so a cached run still calls the backend 0 times.
-        let fresh: Vec<Candidate> = tiles
-            .iter()
-            .filter(|t| {
-                !self.prepared.contains_key(&(family, t.tag()))
-                    && self
-                        .store
-                        .lookup(&self.key(family, t, &w, Stage::Eval, reps))
-                        .is_none()
-            })
-            .map(|t| self.candidate(family, *t))
-            .collect();
-        if !fresh.is_empty() {
-            self.backend.prefetch(&fresh);
-        }
+        let (mut timed, finished) = self.eval_round(family, tiles, &w, reps, &mut result.counts, true)?;
+        result.complete = finished;
 
-        // Evaluate: the default first; it must pass.
-        let mut timed: Vec<(TileConfig, f64)> = Vec::new();
-        for (i, tile) in tiles.iter().enumerate() {
-            let key = self.key(family, tile, &w, Stage::Eval, reps);
-            let (rec, reused) = match self.reuse(&key) {
-                Some(r) => (r, true),
-                None if self.out_of_time() => {
-                    result.complete = false;
-                    self.bar.inc((tiles.len() - i) as u64);
-                    break;
-                }
-                None => (self.evaluate(key, *tile, &w, reps, i == 0)?, false),
-            };
-            self.bar.inc(1);
-            result.counts.add(rec.status);
-            if i == 0 && rec.status != Status::Ok {
-                let earlier = if reused {
-                    format!(
-                        " [recorded by an earlier run at {}; --no-cache without --resume measures again]",
-                        rec.utc
-                    )
-                } else {
-                    String::new()
-                };
-                bail!(
-                    "the default tile {} of {family} fails at {} tokens: {}: {} — the shipped \
-                     default is broken on this GPU (fix it before tuning around it){earlier}",
-                    tile.tag(),
-                    w.context,
-                    rec.status.name(),
-                    rec.detail.as_deref().unwrap_or("")
-                );
+        // One step of coordinate descent from the first round's best (`space::refinements`).
+        if result.complete && !timed.is_empty() {
+            let ranked: Vec<TileConfig> = self
+                .ranked(&timed, &default)
+                .iter()
+                .map(|&i| timed[i].0)
+                .collect();
+            let mut extra = refinements(family, &self.opts.spec, &self.opts.limits, &ranked, tiles);
+            if let Some(cap) = self.opts.max_evals {
+                extra.truncate(cap.saturating_sub(tiles.len()));
             }
-            if rec.status == Status::Ok {
-                timed.push((*tile, rec.median_us.unwrap_or(f64::NAN)));
-            }
+            result.planned += extra.len();
+            self.bar.inc_length(extra.len() as u64);
+            // A refinement cut short by the time budget still ships the best measured point.
+            let (more, _) = self.eval_round(family, &extra, &w, reps, &mut result.counts, false)?;
+            timed.extend(more);
         }
         let Some(&(_, default_eval)) = timed.first() else {
             return Ok(result);
@@ -604,6 +570,73 @@ impl Searcher<'_> {
             is_default: tile == default,
         });
         Ok(result)
+    }
+
+    /// Evaluate `tiles` one by one (reusing known records), compiled together first (in
+    /// parallel on the GPU backend; recorded ones are not, so a cached run calls the backend 0
+    /// times). Returns the tiles that passed with their medians, and whether the round ran to
+    /// its end (the time budget may stop it). With `first_is_default`, `tiles[0]` is the
+    /// default, which must pass.
+    fn eval_round(
+        &mut self,
+        family: KernelFamily,
+        tiles: &[TileConfig],
+        w: &Workload,
+        reps: u32,
+        counts: &mut StatusCounts,
+        first_is_default: bool,
+    ) -> Result<(Vec<(TileConfig, f64)>, bool)> {
+        let fresh: Vec<Candidate> = tiles
+            .iter()
+            .filter(|t| {
+                !self.prepared.contains_key(&(family, t.tag()))
+                    && self
+                        .store
+                        .lookup(&self.key(family, t, w, Stage::Eval, reps))
+                        .is_none()
+            })
+            .map(|t| self.candidate(family, *t))
+            .collect();
+        if !fresh.is_empty() {
+            self.backend.prefetch(&fresh);
+        }
+        let mut timed: Vec<(TileConfig, f64)> = Vec::new();
+        for (i, tile) in tiles.iter().enumerate() {
+            let is_default = first_is_default && i == 0;
+            let key = self.key(family, tile, w, Stage::Eval, reps);
+            let (rec, reused) = match self.reuse(&key) {
+                Some(r) => (r, true),
+                None if self.out_of_time() => {
+                    self.bar.inc((tiles.len() - i) as u64);
+                    return Ok((timed, false));
+                }
+                None => (self.evaluate(key, *tile, w, reps, is_default)?, false),
+            };
+            self.bar.inc(1);
+            counts.add(rec.status);
+            if is_default && rec.status != Status::Ok {
+                let earlier = if reused {
+                    format!(
+                        " [recorded by an earlier run at {}; --no-cache without --resume measures again]",
+                        rec.utc
+                    )
+                } else {
+                    String::new()
+                };
+                bail!(
+                    "the default tile {} of {family} fails at {} tokens: {}: {} — the shipped \
+                     default is broken on this GPU (fix it before tuning around it){earlier}",
+                    tile.tag(),
+                    w.context,
+                    rec.status.name(),
+                    rec.detail.as_deref().unwrap_or("")
+                );
+            }
+            if rec.status == Status::Ok {
+                timed.push((*tile, rec.median_us.unwrap_or(f64::NAN)));
+            }
+        }
+        Ok((timed, true))
     }
 
     fn ranked(&self, pool: &[(TileConfig, f64)], default: &TileConfig) -> Vec<usize> {

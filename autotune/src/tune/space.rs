@@ -185,7 +185,7 @@ fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
         def.tokens_per_group * 2,
     ]
     .into_iter()
-    .filter(|&t| t >= 1 && t * group <= 64)
+    .filter(|&t| tokens_fit(t, group))
     .collect();
     let mut v = Vec::new();
     for threads in [128, 256, 512] {
@@ -200,6 +200,19 @@ fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
             }
         }
     }
+    v.extend(dense_secondaries(def));
+    v
+}
+
+/// Tokens a lane group the dense grids try: at least one, and at most 64 scores a lane
+/// (tokens × heads of the group) held across a chunk.
+fn tokens_fit(tokens_per_group: u32, group: u32) -> bool {
+    tokens_per_group >= 1 && tokens_per_group * group <= 64
+}
+
+/// The secondary knobs of a dense tile moved one at a time from `def`.
+fn dense_secondaries(def: &DenseTile) -> Vec<DenseTile> {
+    let mut v = Vec::new();
     for ctas_per_sm in [2, 3, 4] {
         v.push(DenseTile { ctas_per_sm, ..*def });
     }
@@ -219,6 +232,68 @@ fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
         });
     }
     v
+}
+
+/// At most this many points are added around a first round's best ([`refinements`]).
+pub const MAX_REFINEMENTS: usize = 12;
+/// The runners-up whose decomposition is retried with the best's secondary knobs.
+const REFINE_RUNNERS_UP: usize = 3;
+
+/// Points to time after a first round ranked `ranked` (best first), none of them in `tried`:
+/// one step of coordinate descent from the best. The grid varies the secondary knobs around
+/// the default only, but they interact with the decomposition: on `gqa` one Newton step and
+/// 12 tokens a lane group each won alone, and the pair was never timed
+/// (results/2026-11-30-prune-slices/5-gqa-wide-faf797d). So for dense tiles: the secondary
+/// knobs moved one at a time from the best, the runners-up's decompositions with the best's
+/// secondary knobs, and half and twice the best's tokens a lane group; analytically valid
+/// points only, at most [`MAX_REFINEMENTS`]. The other families have no secondary knobs, and
+/// their grids are already the whole cross product: nothing to add.
+pub fn refinements(
+    family: KernelFamily,
+    spec: &PagedSpec,
+    limits: &DeviceLimits,
+    ranked: &[TileConfig],
+    tried: &[TileConfig],
+) -> Vec<TileConfig> {
+    let Some(TileConfig::Dense(best)) = ranked.first().copied() else {
+        return Vec::new();
+    };
+    let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group);
+    let mut points = dense_secondaries(&best);
+    let mut seen = vec![primaries(&best)];
+    for t in &ranked[1..] {
+        let TileConfig::Dense(t) = t else { continue };
+        if seen.len() > REFINE_RUNNERS_UP {
+            break;
+        }
+        if !seen.contains(&primaries(t)) {
+            seen.push(primaries(t));
+            points.push(DenseTile {
+                threads: t.threads,
+                lanes_per_token: t.lanes_per_token,
+                tokens_per_group: t.tokens_per_group,
+                ..best
+            });
+        }
+    }
+    for tokens_per_group in [best.tokens_per_group / 2, best.tokens_per_group * 2] {
+        if tokens_fit(tokens_per_group, spec.decode.group) {
+            points.push(DenseTile {
+                tokens_per_group,
+                ..best
+            });
+        }
+    }
+    let mut out: Vec<TileConfig> = Vec::new();
+    for p in points.into_iter().map(TileConfig::Dense) {
+        if out.len() == MAX_REFINEMENTS {
+            break;
+        }
+        if !tried.contains(&p) && !out.contains(&p) && analytic_check(family, spec, &p, limits).is_ok() {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// Half, the same and double a power of two (at least 1).
