@@ -24,6 +24,9 @@ pub const WIDE_ROW_DIMS: u32 = 512;
 
 /// Whether the default tiles treat `spec` as a wide row (d·G ≥ [`WIDE_ROW_DIMS`], G ≤ 4: at
 /// G = 8 holding 128 q floats a lane spills).
+/// Tokens a one-lane-a-token group holds by default with ALiBi ([`DenseTile::default_paged`]).
+pub const ALIBI_TOKENS_PER_GROUP: u32 = 8;
+
 fn wide_row(spec: &DecodeSpec) -> bool {
     spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4
 }
@@ -104,6 +107,23 @@ impl DenseTile {
             ctas_per_sm: 3,
             finish_threads: 256,
             finish_capacity: 4096,
+        }
+    }
+
+    /// The paged decodes' tile (dense and sparse): [`DenseTile::default_for`], except that with
+    /// ALiBi a one-lane-a-token group holds [`ALIBI_TOKENS_PER_GROUP`] tokens. The ALiBi term's
+    /// positions add a register a token, and at 16 the score passes spill 12–24 B under ptxas
+    /// 13 (the driver's JIT) at d = 32, G = 1 for most α × P × dtype (docs/perf-notes.md,
+    /// "ALiBi defaults without spills").
+    pub fn default_paged(spec: &PagedSpec) -> DenseTile {
+        let tile = DenseTile::default_for(&spec.decode);
+        if spec.alibi && tile.lanes_per_token == 1 {
+            DenseTile {
+                tokens_per_group: tile.tokens_per_group.min(ALIBI_TOKENS_PER_GROUP),
+                ..tile
+            }
+        } else {
+            tile
         }
     }
 
@@ -481,6 +501,38 @@ pub fn paged_score_geometry(tile: &DenseTile, batch: u32, kv_heads: u32, plan: &
 mod tests {
     use super::*;
     use crate::spec::DType;
+
+    #[test]
+    fn alibi_halves_the_one_lane_groups_of_the_paged_default() {
+        for (d, g) in [(32, 1), (32, 2), (64, 1), (128, 4)] {
+            for kv in [DType::F16, DType::BF16] {
+                let decode = DecodeSpec::new(1.5, d, g, kv).unwrap();
+                let plain = PagedSpec::new(decode, 16, false, 8).unwrap();
+                let alibi = PagedSpec::new(decode, 16, true, 8).unwrap();
+                let base = DenseTile::default_for(&decode);
+                assert_eq!(DenseTile::default_paged(&plain), base);
+                let t = DenseTile::default_paged(&alibi);
+                if base.lanes_per_token == 1 {
+                    assert_eq!(
+                        t.tokens_per_group,
+                        base.tokens_per_group.min(ALIBI_TOKENS_PER_GROUP)
+                    );
+                    assert_eq!(
+                        DenseTile {
+                            tokens_per_group: base.tokens_per_group,
+                            ..t
+                        },
+                        base
+                    );
+                } else {
+                    assert_eq!(t, base, "d {d} G {g}");
+                }
+                t.check(&decode).unwrap();
+            }
+        }
+        let paper = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, true, 8).unwrap();
+        assert_eq!(DenseTile::default_paged(&paper).tokens_per_group, 8);
+    }
 
     #[test]
     fn plan_fills_the_gpu_and_bounds_splits() {

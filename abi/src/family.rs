@@ -74,7 +74,7 @@ impl KernelFamily {
             KernelFamily::PageScoreMoments => TileConfig::Moments(MomentsTile::default_for(spec)),
             KernelFamily::SelectGaussian => TileConfig::Gauss(GaussTile::default_for(spec)),
             KernelFamily::DecodeDense | KernelFamily::DecodeSparse => {
-                TileConfig::Dense(DenseTile::default_for(&spec.decode))
+                TileConfig::Dense(DenseTile::default_paged(spec))
             }
             KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified(spec)),
         }

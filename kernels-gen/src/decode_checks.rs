@@ -346,7 +346,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         ),
     ];
     for (case, selection) in cases {
-        let tile = DenseTile::default_for(&case.spec.decode);
+        let tile = DenseTile::default_paged(&case.spec);
         let small = small_tile(&case.spec.decode);
         v.push(Box::new(PagedDecodeCheck {
             case: case.clone(),

@@ -103,7 +103,7 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         name: "decode_certified",
         kernels: vec![certified::decode_kernel(spec, &cert)?],
     });
-    let tile = DenseTile::default_for(&spec.decode);
+    let tile = DenseTile::default_paged(spec);
     out.push(KernelModule {
         name: "decode_dense",
         kernels: decode::paged_kernels(spec, &tile, false)?.into(),
