@@ -43,6 +43,8 @@ struct Fake {
     verified: usize,
     /// Sizes of the groups passed to `time`.
     timed: Vec<usize>,
+    /// The `family:tag`s of each `prefetch` call.
+    prefetches: Vec<Vec<String>>,
     rng: u64,
 }
 
@@ -58,6 +60,7 @@ impl Fake {
             prepared: Vec::new(),
             verified: 0,
             timed: Vec::new(),
+            prefetches: Vec::new(),
             rng: 0x2545_f491_4f6c_dd1d,
         }
     }
@@ -77,6 +80,14 @@ impl Fake {
 impl MeasureBackend for Fake {
     fn device(&self) -> DeviceKey {
         self.device.clone()
+    }
+
+    fn prefetch(&mut self, cs: &[Candidate]) {
+        self.prefetches.push(
+            cs.iter()
+                .map(|c| format!("{}:{}", c.family, c.tile.tag()))
+                .collect(),
+        );
     }
 
     fn prepare(&mut self, c: &Candidate) -> Result<Prepared, EvalError> {
@@ -724,4 +735,59 @@ fn a_run_writes_a_verified_tuned_bundle_and_its_summary() {
     );
     assert!(out.join("tune-log.jsonl").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn code_generation_is_batched_across_families() {
+    // Every first-round candidate of every family up front, in batches of at most 64; then,
+    // per bucket, one batch holding the refinements of all three dense-tile families; every
+    // candidate generated once, and each one prepared was generated first.
+    let fams = [
+        DENSE,
+        KernelFamily::DecodeSparse,
+        KernelFamily::DecodeCertified,
+        TOPK,
+    ];
+    let mut b = Fake::new(spread);
+    let out = run_search(
+        &opts(&fams, &[32 << 10, 1 << 20]),
+        &mut b,
+        &mut RecordStore::in_memory(),
+    )
+    .unwrap();
+    let valid: usize = out
+        .results
+        .iter()
+        .filter(|r| r.bucket.context == 32 << 10)
+        .map(|r| r.space_valid)
+        .sum();
+    let mut calls = b.prefetches.iter();
+    let mut first = 0;
+    while first < valid {
+        let c = calls.next().expect("the first-round batches");
+        assert!(c.len() <= 64);
+        first += c.len();
+    }
+    assert_eq!(first, valid, "the first rounds' candidates, once");
+    let rest: Vec<&Vec<String>> = calls.collect();
+    assert!(
+        !rest.is_empty() && rest.len() <= 2,
+        "one refinement batch a bucket: {}",
+        rest.len()
+    );
+    let families = |c: &Vec<String>| {
+        let mut f: Vec<&str> = c.iter().map(|t| t.split_once(':').unwrap().0).collect();
+        f.sort();
+        f.dedup();
+        f.len()
+    };
+    assert_eq!(
+        families(rest[0]),
+        3,
+        "the dense-tile families' refinements together"
+    );
+    let all: Vec<&String> = b.prefetches.iter().flatten().collect();
+    let unique: HashSet<&String> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "each candidate generated once");
+    assert!(b.prepared.iter().all(|p| unique.contains(p)));
 }

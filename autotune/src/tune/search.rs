@@ -16,7 +16,7 @@ use anyhow::{bail, ensure, Context, Result};
 use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
 use entkv_bundle::Bucket;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Representative contexts of the default buckets: the BENCH.md `paper` lengths (32k, 128k, 1M)
@@ -325,6 +325,7 @@ pub fn run_search(
         backend,
         store,
         prepared: HashMap::new(),
+        prefetched: HashSet::new(),
         stats: RunStats::default(),
         start,
         bar: progress_bar(opts.progress, total as u64),
@@ -357,6 +358,19 @@ fn progress_bar(show: bool, total: u64) -> indicatif::ProgressBar {
     bar
 }
 
+/// Candidates generated per batch: enough to keep 16 cores busy through uneven compile times,
+/// few enough that the time budget is checked every few seconds.
+const PREFETCH_BATCH: usize = 64;
+
+/// A family's first round in one bucket, waiting for its refinements.
+struct Round {
+    result: BucketResult,
+    /// The candidates that passed, with their medians (the default first).
+    timed: Vec<(TileConfig, f64)>,
+    /// The points to time next (`space::refinements`).
+    refine: Vec<TileConfig>,
+}
+
 /// The state of one run.
 struct Searcher<'a> {
     opts: &'a SearchOpts,
@@ -365,6 +379,8 @@ struct Searcher<'a> {
     store: &'a mut RecordStore,
     /// `prepare` results of this run, by family and tile tag.
     prepared: HashMap<(KernelFamily, String), Result<Prepared, EvalError>>,
+    /// Candidates handed to `backend.prefetch` in this run, by family and tile tag.
+    prefetched: HashSet<(KernelFamily, String)>,
     stats: RunStats,
     start: Instant,
     bar: indicatif::ProgressBar,
@@ -438,32 +454,86 @@ impl Searcher<'_> {
     }
 
     /// Every bucket (outer: the backend keeps one bucket's device data at a time) and family.
+    /// Code generation is the slow part of a candidate and runs on every core in batches, so
+    /// every family's first-round candidates (the same in every bucket) are generated in one
+    /// batch up front, and a bucket's refinements (which depend on its first rounds) in one
+    /// batch for all families before any of them is timed.
     fn run_all(&mut self, plans: &[(Space, Vec<TileConfig>)]) -> Result<Vec<BucketResult>> {
         let opts = self.opts;
+        let reps = opts.strategy.first_reps(opts.reps);
+        let workload = |bucket: &ContextBucket| Workload {
+            batch: opts.batch,
+            q_heads: opts.q_heads,
+            kv_heads: opts.kv_heads,
+            context: bucket.context,
+            data: opts.data,
+        };
+        let first: Vec<Candidate> = plans
+            .iter()
+            .flat_map(|(space, tiles)| tiles.iter().map(|t| (space.family, *t)))
+            .filter(|(f, t)| {
+                opts.buckets
+                    .iter()
+                    .any(|b| self.is_fresh(*f, t, &workload(b), reps))
+            })
+            .map(|(f, t)| self.candidate(f, t))
+            .collect();
+        self.prefetch(&first);
         let mut results = Vec::new();
         for bucket in &opts.buckets {
-            let workload = Workload {
-                batch: opts.batch,
-                q_heads: opts.q_heads,
-                kv_heads: opts.kv_heads,
-                context: bucket.context,
-                data: opts.data,
-            };
+            let workload = workload(bucket);
+            let mut rounds = Vec::new();
             for (space, tiles) in plans {
-                results.push(self.tune(space, tiles, *bucket, workload)?);
+                rounds.push(self.first_round(space, tiles, *bucket, workload)?);
+            }
+            let fresh: Vec<Candidate> = rounds
+                .iter()
+                .flat_map(|r| r.refine.iter().map(|t| (r.result.family, *t)))
+                .filter(|(f, t)| self.is_fresh(*f, t, &workload, reps))
+                .map(|(f, t)| self.candidate(f, t))
+                .collect();
+            self.prefetch(&fresh);
+            for ((space, _), round) in plans.iter().zip(rounds) {
+                results.push(self.finish_bucket(space, round)?);
             }
         }
         Ok(results)
     }
 
-    /// Search one family in one bucket.
-    fn tune(
+    /// Generate `cands` ahead of their evaluations (on every core on the GPU backend), in
+    /// batches of [`PREFETCH_BATCH`] so that the time budget also stops code generation.
+    fn prefetch(&mut self, cands: &[Candidate]) {
+        for batch in cands.chunks(PREFETCH_BATCH) {
+            if self.out_of_time() {
+                return;
+            }
+            self.backend.prefetch(batch);
+            self.prefetched
+                .extend(batch.iter().map(|c| (c.family, c.tile.tag())));
+        }
+    }
+
+    /// Whether `tile` still needs code generation for an evaluation at `w`: neither prepared in
+    /// this run nor recorded.
+    fn is_fresh(&self, family: KernelFamily, tile: &TileConfig, w: &Workload, reps: u32) -> bool {
+        let key = (family, tile.tag());
+        !self.prepared.contains_key(&key)
+            && !self.prefetched.contains(&key)
+            && self
+                .store
+                .lookup(&self.key(family, tile, w, Stage::Eval, reps))
+                .is_none()
+    }
+
+    /// The first round of one family in one bucket: the strategy's candidates, the default
+    /// first, and the refinements its ranking calls for (`space::refinements`).
+    fn first_round(
         &mut self,
         space: &Space,
         tiles: &[TileConfig],
         bucket: ContextBucket,
         w: Workload,
-    ) -> Result<BucketResult> {
+    ) -> Result<Round> {
         let family = space.family;
         let default = space.default_tile();
         self.bar
@@ -483,27 +553,42 @@ impl Searcher<'_> {
         };
         let reps = self.opts.strategy.first_reps(self.opts.reps);
         self.record_invalid(space, &w, reps, &mut result.counts)?;
-
-        let (mut timed, finished) = self.eval_round(family, tiles, &w, reps, &mut result.counts, true)?;
+        let (timed, finished) = self.eval_round(family, tiles, &w, reps, &mut result.counts, true)?;
         result.complete = finished;
-
-        // One step of coordinate descent from the first round's best (`space::refinements`).
-        if result.complete && !timed.is_empty() {
+        let mut refine = Vec::new();
+        if finished && !timed.is_empty() {
             let ranked: Vec<TileConfig> = self
                 .ranked(&timed, &default)
                 .iter()
                 .map(|&i| timed[i].0)
                 .collect();
-            let mut extra = refinements(family, &self.opts.spec, &self.opts.limits, &ranked, tiles);
+            refine = refinements(family, &self.opts.spec, &self.opts.limits, &ranked, tiles);
             if let Some(cap) = self.opts.max_evals {
-                extra.truncate(cap.saturating_sub(tiles.len()));
+                refine.truncate(cap.saturating_sub(tiles.len()));
             }
-            result.planned += extra.len();
-            self.bar.inc_length(extra.len() as u64);
-            // A refinement cut short by the time budget still ships the best measured point.
-            let (more, _) = self.eval_round(family, &extra, &w, reps, &mut result.counts, false)?;
-            timed.extend(more);
+            result.planned += refine.len();
+            self.bar.inc_length(refine.len() as u64);
         }
+        Ok(Round {
+            result,
+            timed,
+            refine,
+        })
+    }
+
+    /// Time a first round's refinements (one step of coordinate descent from its best), then
+    /// rank, re-time the leaders and choose.
+    fn finish_bucket(&mut self, space: &Space, round: Round) -> Result<BucketResult> {
+        let Round {
+            mut result,
+            mut timed,
+            refine,
+        } = round;
+        let (family, w, default) = (space.family, result.workload, space.default_tile());
+        let reps = self.opts.strategy.first_reps(self.opts.reps);
+        // A refinement cut short by the time budget still ships the best point measured.
+        let (more, _) = self.eval_round(family, &refine, &w, reps, &mut result.counts, false)?;
+        timed.extend(more);
         let Some(&(_, default_eval)) = timed.first() else {
             return Ok(result);
         };
@@ -588,18 +673,10 @@ impl Searcher<'_> {
     ) -> Result<(Vec<(TileConfig, f64)>, bool)> {
         let fresh: Vec<Candidate> = tiles
             .iter()
-            .filter(|t| {
-                !self.prepared.contains_key(&(family, t.tag()))
-                    && self
-                        .store
-                        .lookup(&self.key(family, t, w, Stage::Eval, reps))
-                        .is_none()
-            })
+            .filter(|t| self.is_fresh(family, t, w, reps))
             .map(|t| self.candidate(family, *t))
             .collect();
-        if !fresh.is_empty() {
-            self.backend.prefetch(&fresh);
-        }
+        self.prefetch(&fresh);
         let mut timed: Vec<(TileConfig, f64)> = Vec::new();
         for (i, tile) in tiles.iter().enumerate() {
             let is_default = first_is_default && i == 0;
