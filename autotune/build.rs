@@ -1,13 +1,23 @@
-//! `ENTKV_KERNEL_CODE`: a digest of the sources that decide what a kernel is and how it is
-//! compiled (the DSL, the kernel generators, the ABI and codegen). It keys the tuning
-//! records, so a tuning cache written by another build of the kernels is never reused for
-//! this one.
+//! `ENTKV_KERNEL_CODE`: a digest of the sources that decide what a kernel is, how it is
+//! compiled and how the tuner measures it (the DSL, the kernel generators, the ABI, codegen
+//! and the tuner's GPU backend). It keys the tuning records, so a tuning cache written by
+//! another build of the kernels, or timed another way, is never reused for this one.
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-const SOURCES: [&str; 4] = ["../dsl/src", "../kernels-gen/src", "../abi/src", "../codegen/src"];
+const SOURCES: [&str; 5] = [
+    "../dsl/src",
+    "../kernels-gen/src",
+    "../abi/src",
+    "../codegen/src",
+    "src/tune/gpu.rs",
+];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.is_file() {
+        out.push(dir.to_path_buf());
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -671,6 +671,17 @@ fn refinement_finds_knobs_that_only_win_together() {
     );
     assert!(r.planned > r.space_valid && r.planned <= r.space_valid + MAX_REFINEMENTS);
     assert_eq!(b.prepared.len(), r.planned, "each point prepared once");
+
+    let mut b = Fake::new(speed);
+    let mut o = opts(&[DENSE], &[32 << 10]);
+    o.refine = false;
+    let out = run_search(&o, &mut b, &mut RecordStore::in_memory()).unwrap();
+    let r = &out.results[0];
+    assert_eq!(r.planned, r.space_valid, "--no-refine times the grid only");
+    assert!(space
+        .valid
+        .iter()
+        .any(|t| t.tag() == r.chosen.as_ref().unwrap().tag));
 }
 
 #[test]

@@ -297,13 +297,14 @@ impl GpuBackend {
                 spare_pages: 8,
             };
             let mut hc = HostCase::new(&self.gpu, case).map_err(launch)?;
-            let method = method_for(c.family, hc.x.shape.max_pages);
-            let dec = self.decoder(c, &hc.problem(method))?;
-            let check = hc.check(&self.gpu, &dec).map_err(launch)?;
-            if !check.passed {
-                return Err(EvalError::WrongResult(format!(
-                    "{data:?} keys, {method:?}: {check:?}"
-                )));
+            for method in methods_for(c.family, hc.x.shape.max_pages) {
+                let dec = self.decoder(c, &hc.problem(method))?;
+                let check = hc.check(&self.gpu, &dec).map_err(launch)?;
+                if !check.passed {
+                    return Err(EvalError::WrongResult(format!(
+                        "{data:?} keys, {method:?}: {check:?}"
+                    )));
+                }
             }
         }
         Ok(())
@@ -336,14 +337,25 @@ impl GpuBackend {
     }
 
     fn verify_at_bucket(&mut self, c: &Candidate, w: &Workload) -> Result<(), EvalError> {
-        let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
         // The bucket's shape: agree with the default config, which agrees with the reference.
         self.enter_bucket(&c.spec, w)?;
         let max_pages = self.bucket.as_ref().expect("entered").caches[0]
             .paper
             .shape
             .max_pages;
-        let method = method_for(c.family, max_pages);
+        for method in methods_for(c.family, max_pages) {
+            self.verify_method_at_bucket(c, w, method)?;
+        }
+        Ok(())
+    }
+
+    fn verify_method_at_bucket(
+        &mut self,
+        c: &Candidate,
+        w: &Workload,
+        method: Method,
+    ) -> Result<(), EvalError> {
+        let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
         let key = format!("{method:?}");
         let d = c.spec.decode.head_dim as usize;
         if !self
@@ -418,19 +430,22 @@ impl GpuBackend {
             .paper
             .shape
             .max_pages;
-        // One session per (candidate, cache copy); each runs its whole step once so the stages
-        // before the timed family (selections) hold valid data in its own workspace.
-        let mut sessions: Vec<Vec<(Session, Vec<BoundCall>)>> = Vec::new();
+        // One session per (candidate, cache copy, method); each runs its whole step once so the
+        // stages before the timed family (selections) hold valid data in its own workspace.
+        let mut sessions: Vec<Vec<Vec<TimedSession>>> = Vec::new();
         let gpu = self.gpu.clone();
         for c in cs {
-            let method = method_for(c.family, max_pages);
             let mut per_copy = Vec::new();
             for copy in 0..copies {
-                let s = self.session(c, copy, method)?;
-                let cache = &self.bucket.as_ref().expect("entered").caches[copy];
-                cache.run(&gpu, &s).map_err(launch)?;
-                let calls = cache.family_calls(&s, c.family).map_err(launch)?;
-                per_copy.push((s, calls));
+                let mut per_method = Vec::new();
+                for method in methods_for(c.family, max_pages) {
+                    let s = self.session(c, copy, method)?;
+                    let cache = &self.bucket.as_ref().expect("entered").caches[copy];
+                    cache.run(&gpu, &s).map_err(launch)?;
+                    let calls = cache.family_calls(&s, c.family).map_err(launch)?;
+                    per_method.push((s, calls));
+                }
+                per_copy.push(per_method);
             }
             sessions.push(per_copy);
         }
@@ -441,10 +456,12 @@ impl GpuBackend {
         for r in 0..(WARMUP + reps) as usize {
             for (i, per_copy) in sessions.iter().enumerate() {
                 let copy = (r * n + i) % copies;
-                let (s, calls) = &per_copy[copy];
-                let ms = caches[copy]
-                    .time_calls(&gpu, s, calls, &mut timer)
-                    .map_err(launch)?;
+                let mut ms = 0.0;
+                for (s, calls) in &per_copy[copy] {
+                    ms += caches[copy]
+                        .time_calls(&gpu, s, calls, &mut timer)
+                        .map_err(launch)?;
+                }
                 if r >= WARMUP as usize {
                     out[i].push(ms * 1e3);
                 }
@@ -463,15 +480,24 @@ impl GpuBackend {
     }
 }
 
-/// The method whose step exercises `family` (top-k keeps a quarter of the pages, BENCH.md).
-fn method_for(family: KernelFamily, max_pages: u32) -> Method {
+/// A step's session and the launches of the family timed in it.
+type TimedSession = (Session, Vec<BoundCall>);
+
+/// The methods whose steps exercise `family` (top-k keeps a quarter of the pages, BENCH.md). A
+/// family is verified in each and timed by the sum of its launches over them: the sparse decode
+/// serves both selectors, whose densities differ (on `paper` keys top-k keeps 25% of the pages,
+/// Gaussian 86% at 32k and 14% at 1M), and a tile timed on top-k's alone was once chosen 1.7%
+/// faster there and ran Gaussian's 32k step 9% slower (results/2026-11-30-refine).
+fn methods_for(family: KernelFamily, max_pages: u32) -> Vec<Method> {
+    let topk = Method::TopK {
+        budget_pages: (max_pages / 4).max(1),
+    };
     match family {
-        KernelFamily::DecodeDense => Method::Dense,
-        KernelFamily::PageScoreBox | KernelFamily::SelectTopk | KernelFamily::DecodeSparse => Method::TopK {
-            budget_pages: (max_pages / 4).max(1),
-        },
-        KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => Method::Gaussian,
-        KernelFamily::DecodeCertified | KernelFamily::PageMeta => Method::Certified,
+        KernelFamily::DecodeDense => vec![Method::Dense],
+        KernelFamily::PageScoreBox | KernelFamily::SelectTopk => vec![topk],
+        KernelFamily::DecodeSparse => vec![topk, Method::Gaussian],
+        KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![Method::Gaussian],
+        KernelFamily::DecodeCertified | KernelFamily::PageMeta => vec![Method::Certified],
     }
 }
 

@@ -98,6 +98,9 @@ pub struct SearchOpts {
     pub max_evals: Option<usize>,
     /// No new evaluation starts once this much time has passed.
     pub time_budget: Option<Duration>,
+    /// Time the refinements around each dense-tile family's first-round best
+    /// (`space::refinements`).
+    pub refine: bool,
     /// Keys the candidates are timed on (verification uses both kinds).
     pub data: DataKind,
     /// Timing repetitions of an evaluation (halving starts with a quarter).
@@ -129,6 +132,7 @@ impl SearchOpts {
             seed: 0,
             max_evals: None,
             time_budget: None,
+            refine: true,
             data: DataKind::Normal,
             reps: 10,
             final_reps: 50,
@@ -556,7 +560,7 @@ impl Searcher<'_> {
         let (timed, finished) = self.eval_round(family, tiles, &w, reps, &mut result.counts, true)?;
         result.complete = finished;
         let mut refine = Vec::new();
-        if finished && !timed.is_empty() {
+        if self.opts.refine && finished && !timed.is_empty() {
             let ranked: Vec<TileConfig> = self
                 .ranked(&timed, &default)
                 .iter()
