@@ -349,6 +349,57 @@ mod tests {
     }
 
     #[test]
+    fn refinements_step_from_the_best_and_skip_what_was_tried() {
+        let s = spec(32, 1, 16, false);
+        let limits = DeviceLimits::default();
+        let f = KernelFamily::DecodeDense;
+        let space = family_space(f, &s, &limits).unwrap();
+        let dense = |t: &TileConfig| match t {
+            TileConfig::Dense(d) => *d,
+            _ => panic!("a dense tile"),
+        };
+        // The default best: every neighbour was in the grid already.
+        let tried = space.valid.clone();
+        assert!(refinements(f, &s, &limits, &tried, &tried).is_empty());
+        // Another best: its knobs moved, the runners-up at its knobs, its tokens halved and
+        // doubled; never a tried or invalid point, at most MAX_REFINEMENTS.
+        let best = *space
+            .valid
+            .iter()
+            .find(|t| dense(t).threads == 128 && dense(t).tokens_per_group == 32)
+            .unwrap();
+        let mut ranked = vec![best];
+        ranked.extend(space.valid.iter().filter(|t| **t != best).copied());
+        let r = refinements(f, &s, &limits, &ranked, &tried);
+        assert!(!r.is_empty() && r.len() <= MAX_REFINEMENTS, "{}", r.len());
+        let b = dense(&best);
+        for t in &r {
+            assert!(!tried.contains(t), "{} was tried", t.tag());
+            assert!(analytic_check(f, &s, t, &limits).is_ok());
+            let d = dense(t);
+            let same_knobs = (d.newton_steps, d.ctas_per_sm, d.score_min_blocks)
+                == (b.newton_steps, b.ctas_per_sm, b.score_min_blocks);
+            let same_shape = (d.threads, d.lanes_per_token, d.tokens_per_group)
+                == (b.threads, b.lanes_per_token, b.tokens_per_group);
+            assert!(
+                same_knobs || same_shape,
+                "{}: one step from {}",
+                t.tag(),
+                best.tag()
+            );
+        }
+        let mut tags: Vec<String> = r.iter().map(|t| t.tag()).collect();
+        tags.sort();
+        tags.dedup();
+        assert_eq!(tags.len(), r.len(), "no repeats");
+        // Non-dense families have nothing to refine.
+        let topk = family_space(KernelFamily::SelectTopk, &s, &limits).unwrap();
+        let mut ranked = topk.valid.clone();
+        ranked.rotate_left(1);
+        assert!(refinements(KernelFamily::SelectTopk, &s, &limits, &ranked, &[]).is_empty());
+    }
+
+    #[test]
     fn invalid_points_are_counted_with_a_reason() {
         // P·d/8 = 64 chunks: MetaTile allows 32 and 64 threads only.
         let s = spec(32, 1, 16, false);
