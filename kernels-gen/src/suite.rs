@@ -88,3 +88,19 @@ pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
     v.extend(crate::prune_checks::checks());
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `entkv gpu-check` and the interpreter runs report checks by name, across the whole
+    /// suite.
+    #[test]
+    fn every_registered_check_has_a_unique_name() {
+        let names: Vec<String> = all_checks().iter().map(|c| c.name()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len(), "{names:#?}");
+    }
+}

@@ -9,12 +9,3 @@ fn prune_checks() {
     let failures = interp_failures(checks());
     assert!(failures.is_empty(), "failed: {failures:#?}");
 }
-
-#[test]
-fn every_check_has_a_unique_name() {
-    let names: Vec<String> = checks().iter().map(|c| c.name()).collect();
-    let mut sorted = names.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(sorted.len(), names.len(), "{names:#?}");
-}

@@ -30,12 +30,3 @@ fn topk_checks_part_1() {
 fn topk_checks_part_2() {
     run_part(2, 3);
 }
-
-#[test]
-fn every_check_has_a_unique_name() {
-    let names: Vec<String> = checks().iter().map(|c| c.name()).collect();
-    let mut sorted = names.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(sorted.len(), names.len(), "{names:#?}");
-}
