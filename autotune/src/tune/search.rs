@@ -391,6 +391,11 @@ struct Searcher<'a> {
 }
 
 impl Searcher<'_> {
+    /// Repetitions of a candidate's first timing (`Stage::Eval`).
+    fn eval_reps(&self) -> u32 {
+        self.opts.strategy.first_reps(self.opts.reps)
+    }
+
     fn out_of_time(&mut self) -> bool {
         let over = self.opts.time_budget.is_some_and(|b| self.start.elapsed() >= b);
         self.stats.budget_exhausted |= over;
@@ -464,7 +469,7 @@ impl Searcher<'_> {
     /// batch for all families before any of them is timed.
     fn run_all(&mut self, plans: &[(Space, Vec<TileConfig>)]) -> Result<Vec<BucketResult>> {
         let opts = self.opts;
-        let reps = opts.strategy.first_reps(opts.reps);
+        let reps = self.eval_reps();
         let workload = |bucket: &ContextBucket| Workload {
             batch: opts.batch,
             q_heads: opts.q_heads,
@@ -555,7 +560,7 @@ impl Searcher<'_> {
             chosen: None,
             complete: true,
         };
-        let reps = self.opts.strategy.first_reps(self.opts.reps);
+        let reps = self.eval_reps();
         self.record_invalid(space, &w, reps, &mut result.counts)?;
         let (timed, finished) = self.eval_round(family, tiles, &w, reps, &mut result.counts, true)?;
         result.complete = finished;
@@ -589,7 +594,7 @@ impl Searcher<'_> {
             refine,
         } = round;
         let (family, w, default) = (space.family, result.workload, space.default_tile());
-        let reps = self.opts.strategy.first_reps(self.opts.reps);
+        let reps = self.eval_reps();
         // A refinement cut short by the time budget still ships the best point measured.
         let (more, _) = self.eval_round(family, &refine, &w, reps, &mut result.counts, false)?;
         timed.extend(more);
