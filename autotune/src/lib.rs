@@ -14,6 +14,7 @@ pub mod emit;
 pub mod engine_bench;
 pub mod gpucheck;
 pub mod interp_engine;
+pub mod jit_pool;
 pub mod paper;
 pub mod quality;
 pub mod record;

@@ -79,3 +79,33 @@ fn without_a_gpu_it_stops_at_once_saying_what_it_needs() {
     assert!(!out.exists(), "nothing is written");
     assert!(t.elapsed().as_secs() < 5, "no codegen before the check");
 }
+
+/// Worker mode (`jit_pool`): the environment variable, not the arguments, selects it, and a
+/// worker that cannot do its job exits 1 saying why (its parent then compiles the modules
+/// itself).
+#[test]
+fn a_jit_worker_reports_what_it_could_not_load() {
+    let worker = |ordinal: &str, files: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_autotune"))
+            .env(entkv_autotune::jit_pool::WORKER_ENV, ordinal)
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    let o = worker("x", &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a GPU ordinal"));
+    let missing = std::env::temp_dir().join(format!("entkv-no-such-{}.ptx", std::process::id()));
+    let o = worker("0", &[missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let expected = if entkv_runtime::gpu_unavailable_reason().is_some() {
+        "opening GPU 0".to_string()
+    } else {
+        missing.display().to_string()
+    };
+    assert!(err.contains(&expected), "names `{expected}`: {err}");
+    // Without the variable the same arguments are parsed as a tuning command line.
+    let o = autotune(&[missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "clap's usage error");
+}

@@ -5,12 +5,15 @@
 use anyhow::{bail, Result};
 use clap::Parser;
 use entkv_autotune::bundle_cmd::created_now;
+use entkv_autotune::jit_pool::{JitPool, ServesWorkers};
 use entkv_autotune::tune::args::{run, Cli};
 use entkv_autotune::tune::gpu::GpuBackend;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match tune(Cli::parse()) {
+    // Candidates are JIT-compiled by copies of this binary (entkv_autotune::jit_pool).
+    let serves = entkv_autotune::jit_pool::serve_if_worker();
+    match tune(Cli::parse(), serves) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // The message and its causes, without a backtrace: these are user-facing errors.
@@ -20,7 +23,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn tune(cli: Cli) -> Result<()> {
+fn tune(cli: Cli, serves: ServesWorkers) -> Result<()> {
     // Refuse bad arguments on any machine, GPU or not.
     cli.search_opts()?;
     if let Some(reason) = entkv_runtime::gpu_unavailable_reason() {
@@ -31,10 +34,31 @@ fn tune(cli: Cli) -> Result<()> {
         );
     }
     let mut backend = GpuBackend::open(0)?;
+    let workers = cli
+        .jit_workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    backend.set_jit_pool(JitPool::new(serves, 0, workers));
     let report = run(&cli, &mut backend, created_now()?, &mut |line| {
         eprintln!("{line}")
     })?;
     eprintln!("time per phase: {}", backend.phase_report());
+    let jit = backend.jit_report();
+    if jit.modules > 0 {
+        eprintln!(
+            "JIT workers: {} module(s) compiled in up to {} process(es){}",
+            jit.modules,
+            jit.workers,
+            if jit.failed.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} failure(s), those modules were compiled here: {}",
+                    jit.failed.len(),
+                    jit.failed.join("; ")
+                )
+            }
+        );
+    }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report.summary)?);
     } else {

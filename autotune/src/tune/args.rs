@@ -70,6 +70,11 @@ pub struct Cli {
     /// first-round best (up to 12 more candidates; ~35 s of the default run on an H200).
     #[arg(long)]
     pub no_refine: bool,
+    /// Processes that JIT-compile candidates into the driver's cache in parallel (the driver
+    /// compiles one module at a time per process); 0 compiles in this process. Default: one a
+    /// core, at most 16.
+    #[arg(long)]
+    pub jit_workers: Option<usize>,
     /// Continue the run recorded in the log without repeating finished measurements.
     #[arg(long)]
     pub resume: bool,

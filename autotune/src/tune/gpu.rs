@@ -22,6 +22,7 @@ use entkv_runtime::{gpu_unavailable_reason, Gpu, GpuTimer};
 use super::{Candidate, DataKind, DeviceKey, EvalError, MeasureBackend, Prepared, Workload};
 use crate::device::Kernels;
 use crate::engine_bench::{rotation_copies, EngineCache, HostCase, Session};
+use crate::jit_pool::{JitPool, WarmReport};
 
 /// Heads of the bucket-shape cache checked against the float64 reference (the default config).
 const REFERENCE_SAMPLES: usize = 3;
@@ -87,6 +88,8 @@ pub struct GpuBackend {
     /// Candidate bundles (a family's tile swapped in), by (family, spec tag, tile tag).
     bundles: HashMap<(KernelFamily, String, String), Arc<Bundle>>,
     bucket: Option<BucketState>,
+    jit_pool: Option<JitPool>,
+    jit_warm: WarmReport,
     /// Wall seconds per phase (what a tuning run spends its time on).
     phases: Vec<(&'static str, f64)>,
 }
@@ -104,6 +107,8 @@ impl GpuBackend {
             host_checked: HashSet::new(),
             bundles: HashMap::new(),
             bucket: None,
+            jit_pool: None,
+            jit_warm: WarmReport::default(),
             phases: Vec::new(),
         })
     }
@@ -145,20 +150,29 @@ impl GpuBackend {
         Ok(&self.compiled[&key])
     }
 
-    /// Generate and JIT-load `cs` on every core (codegen is single-threaded LLVM work and the
-    /// driver's JIT runs on the calling thread): what makes a tuning run fit its time budget.
-    /// Failures are left for `prepare` to report.
+    /// JIT-compile prefetched candidates in these worker processes (see [`crate::jit_pool`]);
+    /// `None` compiles them in this process, one at a time.
+    pub fn set_jit_pool(&mut self, pool: Option<JitPool>) {
+        self.jit_pool = pool;
+    }
+
+    /// Generate `cs` on every core (codegen is single-threaded LLVM work), JIT-compile them in
+    /// the worker processes when there is a pool (the driver's JIT is serialized within a
+    /// process), then load them here: what makes a tuning run fit its time budget. Failures
+    /// are left for `prepare` to report.
     fn generate_all(&mut self, cs: &[Candidate]) {
         let t = Instant::now();
-        let todo: Vec<Candidate> = cs
-            .iter()
-            .filter(|c| {
-                !self
-                    .compiled
-                    .contains_key(&compile_key(c.family, &c.spec, &c.tile))
-            })
-            .copied()
-            .collect();
+        let mut todo: Vec<Candidate> = Vec::new();
+        for c in cs {
+            let key = compile_key(c.family, &c.spec, &c.tile);
+            if !self.compiled.contains_key(&key)
+                && !todo
+                    .iter()
+                    .any(|d| compile_key(d.family, &d.spec, &d.tile) == key)
+            {
+                todo.push(*c);
+            }
+        }
         if todo.is_empty() {
             return;
         }
@@ -167,28 +181,48 @@ impl GpuBackend {
             .min(todo.len());
         let next = std::sync::atomic::AtomicUsize::new(0);
         let done = std::sync::Mutex::new(Vec::new());
-        let (gpu, modules) = (&self.gpu, &self.modules);
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(c) = todo.get(i) else { break };
-                    let Ok(mut m) = generate(c.family, &c.spec, &c.tile) else {
-                        continue;
-                    };
-                    let t = Instant::now();
-                    if modules.get_or_load(gpu, &m.sha256, &m.ptx).is_ok() {
-                        m.load_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+                    if let Ok(m) = generate(c.family, &c.spec, &c.tile) {
+                        let key = compile_key(c.family, &c.spec, &c.tile);
+                        done.lock().unwrap_or_else(|e| e.into_inner()).push((key, m));
                     }
-                    let key = compile_key(c.family, &c.spec, &c.tile);
-                    done.lock().unwrap_or_else(|e| e.into_inner()).push((key, m));
                 });
             }
         });
-        for (k, m) in done.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            self.compiled.insert(k, m);
+        let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+        self.add_phase("generate (parallel codegen)", t);
+        let t = Instant::now();
+        if let Some(pool) = &self.jit_pool {
+            let texts: Vec<&str> = done
+                .iter()
+                .filter(|(_, m)| !self.modules.contains(&m.sha256))
+                .map(|(_, m)| m.ptx.as_str())
+                .collect();
+            let report = pool.warm(&texts);
+            self.jit_warm.modules += report.modules;
+            self.jit_warm.workers = self.jit_warm.workers.max(report.workers);
+            self.jit_warm.failed.extend(report.failed);
+            self.add_phase("JIT (worker processes)", t);
         }
-        self.add_phase("generate (parallel codegen + JIT)", t);
+        let t = Instant::now();
+        for (_, m) in &mut done {
+            let t = Instant::now();
+            if self.modules.get_or_load(&self.gpu, &m.sha256, &m.ptx).is_ok() {
+                m.load_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        self.compiled.extend(done);
+        self.add_phase("load (JIT here, or the workers' cache)", t);
+    }
+
+    /// Modules the JIT workers compiled, the most workers one batch used, and worker failures
+    /// (their modules were compiled here instead).
+    pub fn jit_report(&self) -> &WarmReport {
+        &self.jit_warm
     }
 
     /// A bundle with `c`'s tile for its family and the default tile for every other family.

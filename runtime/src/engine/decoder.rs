@@ -98,6 +98,14 @@ impl ModuleCache {
         Ok(modules.entry(sha256.to_string()).or_insert(m).clone())
     }
 
+    /// Whether the module with this PTX digest is loaded.
+    pub fn contains(&self, sha256: &str) -> bool {
+        self.modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(sha256)
+    }
+
     /// Modules loaded so far.
     pub fn len(&self) -> usize {
         self.modules.lock().unwrap_or_else(|e| e.into_inner()).len()
