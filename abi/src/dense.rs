@@ -181,9 +181,9 @@ impl DenseTile {
         // Four CTAs per SM (≤ 128 registers) where that allocates without spilling.
         let four = spec.head_dim * spec.group <= 32 && !paged.alibi;
         // Wide rows as in `default_for`: 16 lanes × 2 tokens make 32-token chunks. The tuner at
-        // d = 128, G = 4 (results/2026-11-30-wide) favours 64-token chunks: 8 lanes × 4 tokens
-        // 200 µs at 8k, 16 × 2 480 µs (2 × 1, 4 × 2 and 8 × 8 were faster but spill at P = 64,
-        // local ptxas 12.9), and one Newton step: 15.4 → 12.3 ms at 1M.
+        // d = 128, G = 4 (results/2026-11-30-wide) favoured 8 lanes × 4 tokens (200 µs at 8k,
+        // 16 × 2 480 µs) and one Newton step: 15.4 → 12.3 ms at 1M; later at 32k–1M (results/
+        // 2026-11-30-jit-pool/2-wide-gqa) 8 lanes × 8 tokens: 10.4 → 7.7 ms at 1M.
         let wide = wide_row(spec);
         DenseTile {
             threads: 128,
@@ -192,11 +192,19 @@ impl DenseTile {
             } else {
                 narrow_row_lanes(spec)
             },
-            // Four tokens a lane group: each holds its sketch words while the page terms load
-            // (d·bits/32 registers per token); eight spill at 128 registers.
+            // Each token holds its sketch words while the page terms load (d·bits/32 registers
+            // a token): four tokens a lane group at four CTAs an SM (eight spill at 128
+            // registers); eight where two CTAs an SM leave 255 (G 2–3 and wide rows): the
+            // tuner's best at 32k–1M, 1.25× (`gqa`) and 1.35× (`wide`) faster than four at 1M
+            // (results/2026-11-30-jit-pool/2-wide-gqa). Four stay with 4-bit sketches (the gated
+            // stream spills 4–48 B with eight at G = 2) and for wide rows with ALiBi (8–16 B at
+            // P = 64; local ptxas 13).
             tokens_per_group: match spec.group {
-                _ if wide => 4,
-                1..=3 => 4,
+                _ if wide && (paged.alibi || paged.sketch_bits != 8) => 4,
+                _ if wide => 8,
+                1 => 4,
+                2..=3 if paged.sketch_bits == 8 => 8,
+                2..=3 => 4,
                 4 => 2,
                 _ => 1,
             },

@@ -133,14 +133,28 @@ pub struct MomentsTile {
 impl MomentsTile {
     pub fn default_for(spec: &PagedSpec) -> MomentsTile {
         let d = spec.decode;
-        // One 16-byte vector of each metadata row per lane: a page's two rows are read by
-        // d/8 lanes (f16/bf16), 128 contiguous bytes for d = 32. The group's q slices then
-        // cost 8·G registers; large groups take one page per lane group to stay spill-free.
+        // The pass is bound by the latency of its metadata loads, so each lane keeps four
+        // pages' rows in flight: 128 threads, four pages a lane group, at least one 16-byte
+        // vector of each row a lane and at most 8 lanes a page (16 dims at d = 128). The tuner
+        // picked this shape on every workload (results/2026-11-30-jit-pool/2-wide-gqa):
+        // `paper` 1.13–1.17×, `gqa` 1.3–1.45× (2% from its best), `wide` 2.0–3.0× faster than
+        // the former default below.
         let per_vec = 16 / d.kv_dtype.size_bytes();
+        let lanes_per_page = (d.head_dim / per_vec).clamp(1, 8);
+        if d.head_dim / lanes_per_page * d.group <= 64 {
+            return MomentsTile {
+                threads: 128,
+                lanes_per_page,
+                pages_per_group: 4,
+            };
+        }
+        // Where the group's q slices would pass 64 registers a lane (d = 128, G = 8: 20 B of
+        // spills, local ptxas 13), the former default: one 16-byte vector of each row a lane
+        // (8·G registers of q) and one page a group.
         MomentsTile {
             threads: 256,
             lanes_per_page: (d.head_dim / per_vec).clamp(1, 32),
-            pages_per_group: if d.group >= 4 { 1 } else { 2 },
+            pages_per_group: 1,
         }
     }
 
@@ -149,7 +163,7 @@ impl MomentsTile {
         self.threads / self.lanes_per_page * self.pages_per_group
     }
 
-    /// `t256_l4_r2`.
+    /// `t128_l4_r4`.
     pub fn tag(&self) -> String {
         format!(
             "t{}_l{}_r{}",
@@ -661,7 +675,13 @@ mod tests {
             let t = MomentsTile::default_for(&s);
             t.check(&s).unwrap();
             GaussTile::default_for(&s).check(&s).unwrap();
-            assert_eq!(t.lanes_per_page, d / 8);
+            // At least one 16-byte vector of each row a lane, at most 8 lanes a page, four
+            // pages a group; where q slices would pass 64 registers a lane (128 dims × 8 heads
+            // over 8 lanes) one vector a lane and one page.
+            let wide_group = (d, g) == (128, 8);
+            assert_eq!(t.lanes_per_page, if wide_group { 16 } else { (d / 8).min(8) });
+            assert_eq!(t.pages_per_group, if wide_group { 1 } else { 4 });
+            assert!(d / t.lanes_per_page * g <= 64);
         }
         let s = spec(1.5, 32, 2, true);
         let t = MomentsTile::default_for(&s);
