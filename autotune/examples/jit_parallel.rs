@@ -95,6 +95,37 @@ fn cubin_regs(m: sys::CUmodule, entry: &str) -> i32 {
     regs
 }
 
+/// Writes `texts` into `dir` as `{prefix}NNN.ptx`.
+fn write_inputs(dir: &Path, prefix: &str, texts: &[String]) -> Vec<PathBuf> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let f = dir.join(format!("{prefix}{i:03}.ptx"));
+            std::fs::write(&f, p).unwrap();
+            f
+        })
+        .collect()
+}
+
+/// Runs this executable with `mode` in `n` children, the inputs dealt round-robin, and waits.
+fn run_children(mode: &[&str], inputs: &[PathBuf], n: usize) {
+    let me = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..n)
+        .map(|k| {
+            let mine: Vec<&PathBuf> = inputs.iter().skip(k).step_by(n).collect();
+            std::process::Command::new(&me)
+                .args(mode)
+                .args(mine)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args[1] == "--child-jit" {
@@ -164,31 +195,9 @@ fn main() {
     let s = salted("procs");
     let tmp = std::env::temp_dir().join(format!("jitp-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    let inputs: Vec<PathBuf> = s
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let f = tmp.join(format!("in{i:03}.ptx"));
-            std::fs::write(&f, p).unwrap();
-            f
-        })
-        .collect();
+    let inputs = write_inputs(&tmp, "in", &s);
     let t = Instant::now();
-    let me = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..n)
-        .map(|k| {
-            let mine: Vec<&PathBuf> = inputs.iter().skip(k).step_by(n).collect();
-            std::process::Command::new(&me)
-                .arg("--child")
-                .arg(&tmp)
-                .args(mine)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
+    run_children(&["--child", tmp.to_str().unwrap()], &inputs, n);
     let compiled = t.elapsed().as_secs_f64();
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     ctx.bind_to_thread().unwrap();
@@ -222,29 +231,9 @@ fn main() {
 
     // The driver's compute cache: JIT in child processes, then load the same text here.
     let s = salted("cache");
-    let inputs: Vec<PathBuf> = s
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let f = tmp.join(format!("c{i:03}.ptx"));
-            std::fs::write(&f, p).unwrap();
-            f
-        })
-        .collect();
+    let inputs = write_inputs(&tmp, "c", &s);
     let t = Instant::now();
-    let children: Vec<_> = (0..n)
-        .map(|k| {
-            let mine: Vec<&PathBuf> = inputs.iter().skip(k).step_by(n).collect();
-            std::process::Command::new(&me)
-                .arg("--child-jit")
-                .args(mine)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
+    run_children(&["--child-jit"], &inputs, n);
     let warmed = t.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let mut cached = Vec::new();
