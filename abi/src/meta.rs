@@ -84,13 +84,15 @@ pub struct MetaTile {
 }
 
 impl MetaTile {
-    /// Two chunks (two 16-byte loads in flight) per thread, up to 256 threads, which is four
-    /// at P·d = 8192 (P = 64, d = 128). Small pages get one-warp CTAs, which need no shared
-    /// memory or barriers at all.
+    /// [`MAX_META_CHUNKS_PER_THREAD`] chunks (16-byte loads in flight) per thread, with at
+    /// least one warp and at most 256 threads: at d = 128, P = 32 the tuner chose 128 threads
+    /// over 256 (two chunks a thread), 1.29× faster at 32k–1M (results/2026-11-30-jit-pool/
+    /// 4-wide-8b73548). Small pages get one-warp CTAs (two chunks a thread at P·d = 512),
+    /// which need no shared memory or barriers at all.
     pub fn default_for(spec: &PagedSpec) -> MetaTile {
         let chunks = spec.page_size * spec.decode.head_dim / META_CHUNK_DIMS;
         MetaTile {
-            threads: (chunks / 2).clamp(32, 256),
+            threads: (chunks / MAX_META_CHUNKS_PER_THREAD).clamp(32, 256),
         }
     }
 

@@ -11,16 +11,21 @@
 //!
 //! Workers are the calling binary itself, started with [`WORKER_ENV`] set. A binary opts in by
 //! calling [`serve_if_worker`] first thing in `main`; only the token that returns can build a
-//! [`JitPool`], so no binary is ever re-executed without knowing it. Everything here is an
+//! [`JitPool`], so no binary is ever re-executed without knowing it. Workers start once (a
+//! CUDA context each, about a second for 16 at once) and stay for the pool's life: the parent
+//! writes one PTX file path a line to a worker's stdin, the worker answers one line on its
+//! stdout when that module is loaded (`ok`, or `error: ...`). Everything here is an
 //! optimization: when a worker fails, or the cache is off, the caller's loads JIT the modules
 //! themselves and nothing changes but the time.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
-/// Set (to the GPU ordinal) in a worker's environment; its arguments are PTX files to load.
+/// Set (to the GPU ordinal) in a worker's environment; it reads PTX file paths from stdin.
 pub const WORKER_ENV: &str = "ENTKV_JIT_WORKER";
 
 /// Most workers a pool starts: each holds a CUDA context (a few hundred MB of device memory).
@@ -30,15 +35,17 @@ pub const MAX_WORKERS: usize = 16;
 #[derive(Clone, Copy, Debug)]
 pub struct ServesWorkers(());
 
-/// In a worker (the environment has [`WORKER_ENV`]): load every PTX file named on the command
-/// line on that GPU, then exit the process (status 0 when all loaded, 1 otherwise; the parent
-/// only uses the status for its report). Otherwise return the token [`JitPool::new`] needs.
+/// In a worker (the environment has [`WORKER_ENV`]): open that GPU, then for each line of
+/// stdin (a PTX file path) load the module and answer one line on stdout, `ok` or
+/// `error: <why>`; exit at the end of stdin (status 0), or with status 1 and the reason on
+/// stderr when the GPU cannot be opened. Otherwise return the token [`JitPool::new`] needs.
 pub fn serve_if_worker() -> ServesWorkers {
     let Ok(ordinal) = std::env::var(WORKER_ENV) else {
         return ServesWorkers(());
     };
-    let files: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
-    std::process::exit(match run_worker(&ordinal, &files) {
+    let stdin = std::io::stdin().lock();
+    let stdout = std::io::stdout().lock();
+    std::process::exit(match run_worker(&ordinal, stdin, stdout) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("entkv JIT worker: {e}");
@@ -47,25 +54,30 @@ pub fn serve_if_worker() -> ServesWorkers {
     })
 }
 
-fn run_worker(ordinal: &str, files: &[PathBuf]) -> Result<(), String> {
+fn run_worker(ordinal: &str, input: impl BufRead, mut output: impl Write) -> Result<(), String> {
     let ordinal: usize = ordinal
         .parse()
         .map_err(|_| format!("{WORKER_ENV}={ordinal:?} is not a GPU ordinal"))?;
     let gpu = entkv_runtime::Gpu::open(ordinal).map_err(|e| format!("opening GPU {ordinal}: {e}"))?;
-    let mut failed = Vec::new();
-    for f in files {
-        let loaded = std::fs::read_to_string(f)
-            .map_err(|e| e.to_string())
-            .and_then(|ptx| gpu.load_module(&ptx).map(drop).map_err(|e| e.to_string()));
-        if let Err(e) = loaded {
-            failed.push(format!("{}: {e}", f.display()));
-        }
+    for line in input.lines() {
+        let path = line.map_err(|e| format!("reading stdin: {e}"))?;
+        let loaded = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|ptx| {
+                gpu.load_module(&ptx)
+                    .map(drop)
+                    .map_err(|e| format!("{path}: {e}"))
+            });
+        let answer = match loaded {
+            Ok(()) => "ok".to_string(),
+            // One line per answer: the JIT log may span several.
+            Err(e) => format!("error: {}", e.replace('\n', " | ")),
+        };
+        writeln!(output, "{answer}")
+            .and_then(|()| output.flush())
+            .map_err(|e| format!("writing stdout: {e}"))?;
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(failed.join("; "))
-    }
+    Ok(())
 }
 
 /// Why a pool would not help here, or `None` when it can: the driver's compute cache is what
@@ -77,22 +89,57 @@ pub fn cache_unavailable_reason() -> Option<String> {
     }
 }
 
-/// What one [`JitPool::warm`] did.
+/// What [`JitPool::warm`] did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WarmReport {
     pub modules: usize,
     pub workers: usize,
-    /// Workers that exited with an error (their modules are JIT-compiled by the caller).
+    /// Workers that failed, and modules a worker could not load (the caller compiles those).
     pub failed: Vec<String>,
     pub wall_s: f64,
 }
 
-/// Starts workers (this executable) that JIT modules into the driver's cache.
-#[derive(Debug)]
+/// One worker process and its pipes.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    /// Has it load `path`; `Err` when the worker is gone, `Ok(Err)` when it could not load it.
+    fn load(&mut self, path: &Path) -> Result<Result<(), String>, String> {
+        let gone = |e: std::io::Error| format!("JIT worker {}: {e}", self.child.id());
+        writeln!(self.stdin, "{}", path.display())
+            .and_then(|()| self.stdin.flush())
+            .map_err(gone)?;
+        let mut answer = String::new();
+        match self.stdout.read_line(&mut answer) {
+            Ok(0) => Err(format!("JIT worker {} exited", self.child.id())),
+            Ok(_) if answer.trim_end() == "ok" => Ok(Ok(())),
+            Ok(_) => Ok(Err(answer.trim_end().to_string())),
+            Err(e) => Err(gone(e)),
+        }
+    }
+}
+
+/// Worker processes (this executable) that JIT modules into the driver's cache.
 pub struct JitPool {
     exe: PathBuf,
     ordinal: usize,
     workers: usize,
+    /// Started on the first [`JitPool::warm`]; a worker that failed is dropped.
+    running: Option<Vec<Mutex<Option<Worker>>>>,
+}
+
+impl std::fmt::Debug for JitPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitPool")
+            .field("exe", &self.exe)
+            .field("ordinal", &self.ordinal)
+            .field("workers", &self.workers)
+            .finish()
+    }
 }
 
 impl JitPool {
@@ -106,6 +153,7 @@ impl JitPool {
             exe: std::env::current_exe().ok()?,
             ordinal,
             workers: workers.min(MAX_WORKERS),
+            running: None,
         })
     }
 
@@ -114,10 +162,38 @@ impl JitPool {
         self.workers
     }
 
-    /// JIT-compile `modules` (PTX texts) in parallel worker processes, into the driver's cache.
-    /// Returns when every worker has exited; a worker that could not start or failed is
-    /// reported, never an error: the caller's loads compile what is missing.
-    pub fn warm(&self, modules: &[&str]) -> WarmReport {
+    fn start(&self, failed: &mut Vec<String>) -> Vec<Mutex<Option<Worker>>> {
+        (0..self.workers)
+            .map(|_| {
+                let spawned = Command::new(&self.exe)
+                    .env(WORKER_ENV, self.ordinal.to_string())
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit())
+                    .spawn();
+                let worker = match spawned {
+                    Ok(mut child) => match (child.stdin.take(), child.stdout.take()) {
+                        (Some(stdin), Some(stdout)) => Some(Worker {
+                            child,
+                            stdin,
+                            stdout: BufReader::new(stdout),
+                        }),
+                        _ => None,
+                    },
+                    Err(e) => {
+                        failed.push(format!("starting a JIT worker: {e}"));
+                        None
+                    }
+                };
+                Mutex::new(worker)
+            })
+            .collect()
+    }
+
+    /// JIT-compile `modules` (PTX texts) in the worker processes, into the driver's cache,
+    /// largest first, each worker taking the next module when it is done with one. Never an
+    /// error: what a worker could not do is reported, and the caller's loads compile it.
+    pub fn warm(&mut self, modules: &[&str]) -> WarmReport {
         let t = Instant::now();
         let mut report = WarmReport {
             modules: modules.len(),
@@ -142,65 +218,59 @@ impl JitPool {
             }
             files.push(f);
         }
-        let sizes: Vec<usize> = modules.iter().map(|m| m.len()).collect();
-        let shares = balance(&sizes, self.workers);
-        report.workers = shares.len();
-        let children: Vec<_> = shares
-            .iter()
-            .map(|share| {
-                Command::new(&self.exe)
-                    .env(WORKER_ENV, self.ordinal.to_string())
-                    .args(share.iter().map(|&i| &files[i]))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-            })
-            .collect();
-        for child in children {
-            let outcome = child
-                .and_then(|c| c.wait_with_output())
-                .map_err(|e| e.to_string())
-                .and_then(|out| {
-                    if out.status.success() {
-                        Ok(())
-                    } else {
-                        Err(format!(
-                            "{}: {}",
-                            out.status,
-                            String::from_utf8_lossy(&out.stderr).trim()
-                        ))
+        if self.running.is_none() {
+            self.running = Some(self.start(&mut report.failed));
+        }
+        let workers = self.running.as_deref().unwrap_or_default();
+        // Largest first (PTX size stands in for JIT time), handed out as workers free up.
+        let mut order: Vec<usize> = (0..modules.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(modules[i].len()));
+        let next = AtomicUsize::new(0);
+        let failed = Mutex::new(Vec::new());
+        let busy = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for slot in workers {
+                scope.spawn(|| {
+                    let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+                    let Some(worker) = guard.as_mut() else { return };
+                    busy.fetch_add(1, Ordering::Relaxed);
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else { break };
+                        match worker.load(&files[i]) {
+                            Ok(Ok(())) => {}
+                            Ok(Err(why)) => failed.lock().unwrap_or_else(|e| e.into_inner()).push(why),
+                            Err(gone) => {
+                                failed.lock().unwrap_or_else(|e| e.into_inner()).push(gone);
+                                *guard = None;
+                                break;
+                            }
+                        }
                     }
                 });
-            if let Err(e) = outcome {
-                report.failed.push(e);
             }
-        }
+        });
+        report.workers = busy.into_inner();
+        report
+            .failed
+            .extend(failed.into_inner().unwrap_or_else(|e| e.into_inner()));
         report.wall_s = t.elapsed().as_secs_f64();
         report
     }
 }
 
-/// Module indices per worker, at most `workers` non-empty shares: the largest module first to
-/// the least loaded worker (PTX size stands in for JIT time).
-pub fn balance(sizes: &[usize], workers: usize) -> Vec<Vec<usize>> {
-    let n = workers.clamp(1, sizes.len().max(1));
-    let mut order: Vec<usize> = (0..sizes.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
-    let mut shares: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); n];
-    for i in order {
-        let least = shares
-            .iter_mut()
-            .min_by_key(|(load, _)| *load)
-            .expect("at least one share");
-        least.0 += sizes[i];
-        least.1.push(i);
+impl Drop for JitPool {
+    /// Closes the workers' stdin (they exit at its end) and waits for them.
+    fn drop(&mut self) {
+        for slot in self.running.take().unwrap_or_default() {
+            if let Some(Worker { mut child, stdin, .. }) =
+                slot.into_inner().unwrap_or_else(|e| e.into_inner())
+            {
+                drop(stdin);
+                let _ = child.wait();
+            }
+        }
     }
-    shares
-        .into_iter()
-        .map(|(_, s)| s)
-        .filter(|s| !s.is_empty())
-        .collect()
 }
 
 /// A directory under the system temp dir, removed on drop.
@@ -234,20 +304,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn balance_covers_every_module_once_and_evens_the_load() {
-        let sizes = [90, 10, 40, 40, 30, 30, 5, 5];
-        let shares = balance(&sizes, 3);
-        assert_eq!(shares.len(), 3);
-        let mut all: Vec<usize> = shares.iter().flatten().copied().collect();
-        all.sort();
-        assert_eq!(all, (0..sizes.len()).collect::<Vec<_>>());
-        let loads: Vec<usize> = shares.iter().map(|s| s.iter().map(|&i| sizes[i]).sum()).collect();
-        // 250 in all: the largest module alone bounds the best split at 90.
-        assert_eq!(*loads.iter().max().unwrap(), 90, "{loads:?}");
-        // Fewer modules than workers: one share each; none: no shares.
-        assert_eq!(balance(&[7, 3], 16).len(), 2);
-        assert!(balance(&[], 4).is_empty());
-        assert_eq!(balance(&[1, 2, 3], 0).len(), 1);
+    fn a_worker_without_its_gpu_says_why() {
+        let mut out = Vec::new();
+        let e = run_worker("x", &b"a.ptx\n"[..], &mut out).unwrap_err();
+        assert!(e.contains("is not a GPU ordinal"), "{e}");
+        if let Some(reason) = entkv_runtime::gpu_unavailable_reason() {
+            let e = run_worker("0", &b"a.ptx\n"[..], &mut out).unwrap_err();
+            assert!(e.contains("opening GPU 0"), "{e} ({reason})");
+        }
+        assert!(out.is_empty(), "no answers before the GPU is open");
     }
 
     #[test]

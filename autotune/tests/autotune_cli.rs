@@ -80,32 +80,48 @@ fn without_a_gpu_it_stops_at_once_saying_what_it_needs() {
     assert!(t.elapsed().as_secs() < 5, "no codegen before the check");
 }
 
-/// Worker mode (`jit_pool`): the environment variable, not the arguments, selects it, and a
-/// worker that cannot do its job exits 1 saying why (its parent then compiles the modules
-/// itself).
+/// Worker mode (`jit_pool`): the environment variable, not the arguments, selects it; the
+/// worker answers one line per PTX path read from stdin, and one that cannot open its GPU
+/// exits 1 saying why (its parent then compiles the modules itself).
 #[test]
-fn a_jit_worker_reports_what_it_could_not_load() {
-    let worker = |ordinal: &str, files: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_autotune"))
+fn a_jit_worker_answers_each_path_or_says_why_it_cannot() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let worker = |ordinal: &str, input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_autotune"))
             .env(entkv_autotune::jit_pool::WORKER_ENV, ordinal)
-            .args(files)
-            .output()
-            .unwrap()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The worker may exit before reading (no GPU): a broken pipe is part of the test.
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+        child.wait_with_output().unwrap()
     };
-    let o = worker("x", &[]);
+    let o = worker("x", "");
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is not a GPU ordinal"));
     let missing = std::env::temp_dir().join(format!("entkv-no-such-{}.ptx", std::process::id()));
-    let o = worker("0", &[missing.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    let expected = if entkv_runtime::gpu_unavailable_reason().is_some() {
-        "opening GPU 0".to_string()
+    let o = worker("0", &format!("{}\n", missing.display()));
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    if entkv_runtime::gpu_unavailable_reason().is_some() {
+        assert_eq!(o.status.code(), Some(1));
+        assert!(err.contains("opening GPU 0"), "{err}");
+        assert!(out.is_empty());
     } else {
-        missing.display().to_string()
-    };
-    assert!(err.contains(&expected), "names `{expected}`: {err}");
-    // Without the variable the same arguments are parsed as a tuning command line.
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{out}");
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(&missing.display().to_string()),
+            "{out}"
+        );
+    }
+    // Without the variable an argument is parsed as a tuning command line.
     let o = autotune(&[missing.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "clap's usage error");
 }

@@ -196,7 +196,7 @@ impl GpuBackend {
         let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
         self.add_phase("generate (parallel codegen)", t);
         let t = Instant::now();
-        if let Some(pool) = &self.jit_pool {
+        if let Some(pool) = self.jit_pool.as_mut() {
             let texts: Vec<&str> = done
                 .iter()
                 .filter(|(_, m)| !self.modules.contains(&m.sha256))
