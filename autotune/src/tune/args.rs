@@ -67,7 +67,7 @@ pub struct Cli {
     #[arg(long, value_parser = parse_seconds)]
     pub time_budget: Option<f64>,
     /// Skip the refinement: one step of coordinate descent around each dense-tile family's
-    /// first-round best (up to 12 more candidates; ~35 s of the default run on an H200).
+    /// first-round best (up to 12 more candidates per family and bucket).
     #[arg(long)]
     pub no_refine: bool,
     /// Processes that JIT-compile candidates into the driver's cache in parallel (the driver
