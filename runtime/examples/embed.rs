@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Problem::new(1.5, 32, 16, Method::Certified)
     };
     let decoder = Decoder::new(&gpu, bundle, &problem)?; // device and problem checked here
+    decoder.load_modules()?; // the driver's JIT, at start-up rather than in the first step
 
     // The engine's tensors (here: f16 values as u16 bits, one sequence of 1000 tokens).
     let (pool_elems, q_elems) = (512 * 8 * 16 * 32, 8 * 32);

@@ -6,6 +6,9 @@
 //! capture) and replayed after the block table is pointed at copies of the pages and the
 //! originals are overwritten with NaN.
 //!
+//! Each decoder loads its method's modules up front (`Decoder::load_modules`) and planning
+//! must load none after.
+//!
 //! Without a GPU this prints `skipping: <reason>` and passes. On the GPU:
 //! `cargo test --release -p entkv-tests --test engine_gpu -- --nocapture`.
 
@@ -203,9 +206,18 @@ fn run_case(gpu: &Gpu, bundle: &Arc<Bundle>, case: &PagedCase, failures: &mut Ve
     for method in methods {
         let p = problem(case, &x, method);
         let dec = Decoder::new(gpu, bundle.clone(), &p).unwrap();
+        // Every module the method can use loads up front; planning then loads nothing more.
+        let preloaded = dec.load_modules().unwrap();
         let mut dev = Dev::new(gpu, &x, &dec);
         let bufs = dev.buffers(&x, &p);
         let step: Step = dec.plan(&x.seq_lens, &x.block_table).unwrap();
+        if preloaded == 0 || dec.loaded_modules() != preloaded {
+            failures.push(format!(
+                "{}: load_modules loaded {preloaded}, {} after planning",
+                method.name(),
+                dec.loaded_modules()
+            ));
+        }
         let tiers: Vec<String> = step
             .plan()
             .kernels

@@ -91,8 +91,9 @@ impl ModuleCache {
         if let Some(m) = self.modules.lock().unwrap_or_else(|e| e.into_inner()).get(sha256) {
             return Ok(m.clone());
         }
-        // JIT outside the lock, so threads load different modules concurrently; a module two
-        // threads raced to load is kept once.
+        // JIT outside the lock, so lookups of loaded modules never wait on a JIT (the driver
+        // compiles one module at a time per process anyway); a module two threads raced to
+        // load is kept once.
         let m = gpu.load_module(ptx)?;
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         Ok(modules.entry(sha256.to_string()).or_insert(m).clone())
@@ -173,8 +174,55 @@ impl Decoder {
         self.planner.metadata_size()
     }
 
+    /// Load now every module a step of this decoder's method can launch: the bundle's rows of
+    /// the method's kernel families at this problem's specialization, every length bucket.
+    /// Otherwise the first [`Decoder::plan`] that needs a module loads it, and loading is the
+    /// driver's JIT: tenths of a second to a second a module on an H200, one module at a time
+    /// per process (the driver caches the result on disk, `CUDA_CACHE_PATH`, for the next
+    /// process). An engine calls this at start-up to keep that off its first decode steps.
+    /// Returns how many modules the method uses.
+    pub fn load_modules(&self) -> Result<usize, EngineError> {
+        let bundle = self.planner.bundle();
+        let spec = self.planner.spec().sketch_tag();
+        let families = self.planner.problem().method.families();
+        let mut modules: Vec<&str> = bundle
+            .rows()
+            .iter()
+            .filter(|r| r.spec == spec && families.contains(&r.family))
+            .map(|r| r.module.as_str())
+            .collect();
+        modules.sort_unstable();
+        modules.dedup();
+        for module in &modules {
+            self.module(module)?;
+        }
+        Ok(modules.len())
+    }
+
+    /// The bundle's artifact `module`, loaded through the module cache.
+    fn module(&self, module: &str) -> Result<Module, EngineError> {
+        let bundle = self.planner.bundle();
+        let missing = || EngineError::Internal(format!("bundle has no artifact `{module}`"));
+        let ptx = bundle.ptx(module).ok_or_else(missing)?;
+        let sha = &bundle
+            .manifest()
+            .artifacts
+            .iter()
+            .find(|a| a.file == module)
+            .ok_or_else(missing)?
+            .sha256;
+        self.modules.get_or_load(&self.gpu, sha, ptx)
+    }
+
+    /// Modules loaded so far (through this decoder's module cache, which other decoders may
+    /// share).
+    pub fn loaded_modules(&self) -> usize {
+        self.modules.len()
+    }
+
     /// Plan a step (host copies of the lengths and block table; see [`DecodePlanner::plan`])
-    /// and load the modules it needs (once per module, on first use).
+    /// and load the modules it needs (once per module, on first use; see
+    /// [`Decoder::load_modules`]).
     pub fn plan(&self, seq_lens: &[i32], block_table: &[i32]) -> Result<Step, EngineError> {
         let plan = self.planner.plan(seq_lens, block_table)?;
         let functions = self.functions_for(&plan.calls)?;
@@ -191,17 +239,7 @@ impl Decoder {
         if let Some(f) = fns.get(entry) {
             return Ok(f.clone());
         }
-        let bundle = self.planner.bundle();
-        let missing = || EngineError::Internal(format!("bundle has no artifact `{module}`"));
-        let ptx = bundle.ptx(module).ok_or_else(missing)?;
-        let sha = &bundle
-            .manifest()
-            .artifacts
-            .iter()
-            .find(|a| a.file == module)
-            .ok_or_else(missing)?
-            .sha256;
-        let f = self.modules.get_or_load(&self.gpu, sha, ptx)?.function(entry)?;
+        let f = self.module(module)?.function(entry)?;
         fns.insert(entry.to_string(), f.clone());
         Ok(f)
     }
