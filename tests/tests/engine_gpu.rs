@@ -208,12 +208,13 @@ fn run_case(gpu: &Gpu, bundle: &Arc<Bundle>, case: &PagedCase, failures: &mut Ve
         let dec = Decoder::new(gpu, bundle.clone(), &p).unwrap();
         // Every module the method can use loads up front; planning then loads nothing more.
         let preloaded = dec.load_modules().unwrap();
+        let loaded = dec.loaded_modules();
         let mut dev = Dev::new(gpu, &x, &dec);
         let bufs = dev.buffers(&x, &p);
         let step: Step = dec.plan(&x.seq_lens, &x.block_table).unwrap();
-        if preloaded == 0 || dec.loaded_modules() != preloaded {
+        if preloaded == 0 || loaded == 0 || dec.loaded_modules() != loaded {
             failures.push(format!(
-                "{}: load_modules loaded {preloaded}, {} after planning",
+                "{}: load_modules: {preloaded} modules, {loaded} loaded, {} after planning",
                 method.name(),
                 dec.loaded_modules()
             ));

@@ -174,25 +174,15 @@ impl Decoder {
         self.planner.metadata_size()
     }
 
-    /// Load now every module a step of this decoder's method can launch: the bundle's rows of
-    /// the method's kernel families at this problem's specialization, every length bucket.
+    /// Load now every module a step of this decoder's method can launch
+    /// ([`DecodePlanner::modules`]: its kernel families' rows, every length bucket).
     /// Otherwise the first [`Decoder::plan`] that needs a module loads it, and loading is the
     /// driver's JIT: tenths of a second to a second a module on an H200, one module at a time
     /// per process (the driver caches the result on disk, `CUDA_CACHE_PATH`, for the next
     /// process). An engine calls this at start-up to keep that off its first decode steps.
     /// Returns how many modules the method uses.
     pub fn load_modules(&self) -> Result<usize, EngineError> {
-        let bundle = self.planner.bundle();
-        let spec = self.planner.spec().sketch_tag();
-        let families = self.planner.problem().method.families();
-        let mut modules: Vec<&str> = bundle
-            .rows()
-            .iter()
-            .filter(|r| r.spec == spec && families.contains(&r.family))
-            .map(|r| r.module.as_str())
-            .collect();
-        modules.sort_unstable();
-        modules.dedup();
+        let modules = self.planner.modules();
         for module in &modules {
             self.module(module)?;
         }

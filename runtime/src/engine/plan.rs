@@ -227,6 +227,24 @@ impl DecodePlanner {
         &self.bundle
     }
 
+    /// Every bundle artifact a step of the problem's method can launch from: the modules of
+    /// the rows of its kernel families at this specialization, every length bucket (sorted,
+    /// each once). Any plan's calls are in these.
+    pub fn modules(&self) -> Vec<&str> {
+        let spec = self.spec.sketch_tag();
+        let families = self.problem.method.families();
+        let mut modules: Vec<&str> = self
+            .bundle
+            .rows()
+            .iter()
+            .filter(|r| r.spec == spec && families.contains(&r.family))
+            .map(|r| r.module.as_str())
+            .collect();
+        modules.sort_unstable();
+        modules.dedup();
+        modules
+    }
+
     /// Bytes of workspace a step needs (256-byte aligned base).
     pub fn workspace_size(&self) -> u64 {
         self.workspace.size()

@@ -416,3 +416,48 @@ fn device_check_accepts_the_target_and_newer() {
             .tuned_on_this_gpu
     );
 }
+
+/// `Decoder::load_modules` loads `DecodePlanner::modules`: every module any plan launches from
+/// (steps and appends, every method, lengths in every bucket of a bundle with tuned rows in
+/// their own modules), and nothing of another specialization.
+#[test]
+fn planned_calls_come_from_the_preloadable_modules() {
+    for method in METHODS {
+        let p = problem(method);
+        let spec = spec_of(&p);
+        let other = PagedSpec {
+            decode: DecodeSpec::new(1.5, 64, 1, DType::F16).unwrap(),
+            ..spec
+        };
+        // A tuned row per family for short contexts, in a module of its own.
+        let mut tuned = Vec::new();
+        for family in KernelFamily::ALL {
+            let mut row = default_row(family, &spec).unwrap();
+            row.bucket = Bucket::Tokens { lo: 1, hi: 64 };
+            row.source = RowSource::Tuned { median_us: 1.0 };
+            row.module = format!("{}__short.ptx", family.name());
+            tuned.push(row);
+        }
+        let bundle = match stub_bundle(&[spec, other], tuned) {
+            Ok(b) => Arc::new(b),
+            Err(e) => panic!("stub bundle: {e}"),
+        };
+        let planner = DecodePlanner::new(&p, bundle, 132).unwrap();
+        let modules = planner.modules();
+        assert!(!modules.is_empty());
+        assert!(modules.iter().all(|m| !m.contains("_d64_")), "{modules:?}");
+        for lens in [vec![1, 17, 40], vec![1, 17, 160]] {
+            let (_, bt) = batch();
+            let plan = planner.plan(&lens, &bt).unwrap();
+            for c in plan.calls.iter().chain(&plan.append_calls) {
+                assert!(
+                    modules.contains(&c.module.as_str()),
+                    "{}: {} launches from {} outside {modules:?}",
+                    method.name(),
+                    c.entry,
+                    c.module
+                );
+            }
+        }
+    }
+}
