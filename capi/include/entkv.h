@@ -206,12 +206,19 @@ void entkv_bundle_free(entkv_bundle *bundle);
 /** Create a decoder for `problem` on CUDA device `device_ordinal` (as numbered under
  *  CUDA_VISIBLE_DEVICES). The problem is checked against the bundle first (ENTKV_ERR_SPEC,
  *  ENTKV_ERR_BUNDLE, ENTKV_ERR_INVALID_ARGUMENT), then the device is opened (ENTKV_ERR_DEVICE).
- *  Kernels are loaded on first use by entkv_decoder_plan. */
+ *  Kernels are loaded on first use by entkv_decoder_plan, or all at once by
+ *  entkv_decoder_load_modules. */
 entkv_status entkv_decoder_create(const entkv_bundle *bundle, int32_t device_ordinal,
                                   const entkv_problem *problem, entkv_decoder **out);
 
 /** Free a decoder (no call on it may be in flight). Steps it planned can still be freed. */
 void entkv_decoder_free(entkv_decoder *decoder);
+
+/** Load every kernel module the decoder's method can launch now: the driver JIT-compiles
+ *  them (tenths of a second to a second each, one at a time per process; cached on disk by the
+ *  driver), at start-up rather than in the first entkv_decoder_plan that needs each.
+ *  `modules` (may be NULL) receives their count. */
+entkv_status entkv_decoder_load_modules(const entkv_decoder *decoder, uint32_t *modules);
 
 /** Bytes of workspace every step needs (allocate once, 256-byte aligned). */
 entkv_status entkv_decoder_workspace_size(const entkv_decoder *decoder, uint64_t *bytes);

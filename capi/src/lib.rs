@@ -260,6 +260,28 @@ pub unsafe extern "C" fn entkv_decoder_workspace_size(
     })
 }
 
+/// Load every kernel module the decoder's method can launch now (the driver's JIT), rather than
+/// in the first `entkv_decoder_plan` that needs each; `modules` (optional) gets their count.
+///
+/// # Safety
+/// `decoder` is NULL or valid; `modules` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn entkv_decoder_load_modules(
+    decoder: *const EntkvDecoder,
+    modules: *mut u32,
+) -> entkv_status {
+    ffi("entkv_decoder_load_modules", || {
+        // SAFETY: forwarded contract.
+        let d = unsafe { arg(decoder, "decoder")? };
+        let n = d.0.load_modules()?;
+        if !modules.is_null() {
+            // SAFETY: non-null and writable by the contract.
+            unsafe { *modules = u32::try_from(n).unwrap_or(u32::MAX) };
+        }
+        Ok(())
+    })
+}
+
 /// Bytes of page metadata the decoder keeps (0 for the dense method).
 ///
 /// # Safety

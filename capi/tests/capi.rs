@@ -254,6 +254,11 @@ fn null_arguments_are_named() {
         entkv_decoder_workspace_size(dn, &mut x)
     );
     expect_null!(
+        "entkv_decoder_load_modules",
+        "decoder",
+        entkv_decoder_load_modules(dn, null_mut())
+    );
+    expect_null!(
         "entkv_decoder_metadata_size",
         "decoder",
         entkv_decoder_metadata_size(dn, &mut x)
