@@ -145,12 +145,23 @@ impl std::fmt::Debug for JitPool {
 impl JitPool {
     /// A pool of up to `workers` processes (capped at [`MAX_WORKERS`]) on GPU `ordinal`; `None`
     /// for zero workers, when this executable's path is unknown, or when the cache is off.
-    pub fn new(_serves: ServesWorkers, ordinal: usize, workers: usize) -> Option<JitPool> {
+    pub fn new(serves: ServesWorkers, ordinal: usize, workers: usize) -> Option<JitPool> {
+        JitPool::with_executable(serves, std::env::current_exe().ok()?, ordinal, workers)
+    }
+
+    /// As [`JitPool::new`], with workers run from `exe`: another binary that calls
+    /// [`serve_if_worker`] first thing (the tests run the `autotune` binary's workers).
+    pub fn with_executable(
+        _serves: ServesWorkers,
+        exe: PathBuf,
+        ordinal: usize,
+        workers: usize,
+    ) -> Option<JitPool> {
         if workers == 0 || cache_unavailable_reason().is_some() {
             return None;
         }
         Some(JitPool {
-            exe: std::env::current_exe().ok()?,
+            exe,
             ordinal,
             workers: workers.min(MAX_WORKERS),
             running: None,
@@ -228,6 +239,7 @@ impl JitPool {
         let next = AtomicUsize::new(0);
         let failed = Mutex::new(Vec::new());
         let busy = AtomicUsize::new(0);
+        let answered = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for slot in workers {
                 scope.spawn(|| {
@@ -237,7 +249,11 @@ impl JitPool {
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&i) = order.get(k) else { break };
-                        match worker.load(&files[i]) {
+                        let answer = worker.load(&files[i]);
+                        if answer.is_ok() {
+                            answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        match answer {
                             Ok(Ok(())) => {}
                             Ok(Err(why)) => failed.lock().unwrap_or_else(|e| e.into_inner()).push(why),
                             Err(gone) => {
@@ -254,6 +270,14 @@ impl JitPool {
         report
             .failed
             .extend(failed.into_inner().unwrap_or_else(|e| e.into_inner()));
+        let unanswered = modules.len() - answered.into_inner();
+        if unanswered > 0 {
+            report.failed.push(format!(
+                "{unanswered} of {} module(s) not compiled by a worker ({} running)",
+                modules.len(),
+                report.workers
+            ));
+        }
         report.wall_s = t.elapsed().as_secs_f64();
         report
     }

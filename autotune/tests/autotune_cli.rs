@@ -125,3 +125,35 @@ fn a_jit_worker_answers_each_path_or_says_why_it_cannot() {
     let o = autotune(&[missing.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "clap's usage error");
 }
+
+/// The parent side: a pool whose workers cannot do their job (no GPU here, or PTX that does not
+/// compile on one) reports every failure and returns; nothing hangs, nothing panics. A second
+/// batch on the same pool (workers gone or still running) does the same.
+#[test]
+fn a_jit_pool_reports_what_its_workers_could_not_do() {
+    use entkv_autotune::jit_pool::{serve_if_worker, JitPool};
+    if std::env::var("CUDA_CACHE_DISABLE").is_ok_and(|v| v.trim() == "1") {
+        println!("skipping: CUDA_CACHE_DISABLE=1 turns the pool off");
+        return;
+    }
+    let serves = serve_if_worker(); // not a worker: the environment lacks the variable
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_autotune"));
+    let mut pool = JitPool::with_executable(serves, exe, 0, 3).expect("a pool of 3");
+    assert_eq!(pool.workers(), 3);
+    let junk = [".version 8.0\n.target sm_90\nthis is not PTX\n"; 5];
+    for batch in 0..2 {
+        let r = pool.warm(&junk);
+        assert_eq!(r.modules, 5);
+        assert!(!r.failed.is_empty(), "batch {batch}: failures are reported");
+        if entkv_runtime::gpu_unavailable_reason().is_none() {
+            // On a GPU every module comes back as an answer naming the JIT error.
+            assert_eq!(r.failed.len(), 5, "{:?}", r.failed);
+            assert!(
+                r.failed.iter().all(|f| f.starts_with("error: ")),
+                "{:?}",
+                r.failed
+            );
+        }
+    }
+    drop(pool); // closes the workers' stdin and waits for them
+}
