@@ -107,6 +107,13 @@ struct Worker {
 }
 
 impl Worker {
+    /// Closes its stdin (a live worker exits at its end) and reaps the process.
+    fn finish(self) {
+        let Worker { mut child, stdin, .. } = self;
+        drop(stdin);
+        let _ = child.wait();
+    }
+
     /// Has it load `path`; `Err` when the worker is gone, `Ok(Err)` when it could not load it.
     fn load(&mut self, path: &Path) -> Result<Result<(), String>, String> {
         let gone = |e: std::io::Error| format!("JIT worker {}: {e}", self.child.id());
@@ -258,7 +265,9 @@ impl JitPool {
                             Ok(Err(why)) => failed.lock().unwrap_or_else(|e| e.into_inner()).push(why),
                             Err(gone) => {
                                 failed.lock().unwrap_or_else(|e| e.into_inner()).push(gone);
-                                *guard = None;
+                                if let Some(w) = guard.take() {
+                                    w.finish();
+                                }
                                 break;
                             }
                         }
@@ -287,11 +296,8 @@ impl Drop for JitPool {
     /// Closes the workers' stdin (they exit at its end) and waits for them.
     fn drop(&mut self) {
         for slot in self.running.take().unwrap_or_default() {
-            if let Some(Worker { mut child, stdin, .. }) =
-                slot.into_inner().unwrap_or_else(|e| e.into_inner())
-            {
-                drop(stdin);
-                let _ = child.wait();
+            if let Some(w) = slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                w.finish();
             }
         }
     }
