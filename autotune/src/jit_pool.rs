@@ -1,10 +1,10 @@
 //! The driver's PTX JIT spread over worker processes.
 //!
-//! The driver JIT-compiles one module at a time per process: 60 modules took 11.6 s on one
-//! thread and 12.7 s on 16 (H200, driver 580.159.04, results/2026-11-30-jit-pool). It keeps
+//! The driver JIT-compiles one module at a time per process: 60 modules took 12.6 s on one
+//! thread and 13.4 s on 16 (H200, driver 580.159.04, results/2026-11-30-jit-pool). It keeps
 //! what it compiles in its on-disk compute cache (`~/.nv/ComputeCache`, `CUDA_CACHE_PATH`),
 //! keyed by the PTX text and the JIT options. So worker processes that load the same texts
-//! fill the cache in parallel (4.8 s for those 60), and the caller's own
+//! fill the cache in parallel (4.4 s for those 60), and the caller's own
 //! [`entkv_runtime::Gpu::load_module`] then takes milliseconds and yields the driver's JIT
 //! output exactly: the code the runtime runs. (`cuLinkComplete` returns cubins directly, but
 //! it compiles relocatable code, with other register counts, so it is not used.)
@@ -135,8 +135,9 @@ pub struct JitPool {
     exe: PathBuf,
     ordinal: usize,
     workers: usize,
-    /// Started on the first [`JitPool::warm`]; a worker that failed is dropped.
-    running: Option<Vec<Mutex<Option<Worker>>>>,
+    /// Started on the first [`JitPool::warm`]; a worker that failed is reaped and its slot
+    /// emptied.
+    running: Option<Vec<Option<Worker>>>,
 }
 
 impl std::fmt::Debug for JitPool {
@@ -180,7 +181,7 @@ impl JitPool {
         self.workers
     }
 
-    fn start(&self, failed: &mut Vec<String>) -> Vec<Mutex<Option<Worker>>> {
+    fn start(&self, failed: &mut Vec<String>) -> Vec<Option<Worker>> {
         (0..self.workers)
             .map(|_| {
                 let spawned = Command::new(&self.exe)
@@ -203,7 +204,7 @@ impl JitPool {
                         None
                     }
                 };
-                Mutex::new(worker)
+                worker
             })
             .collect()
     }
@@ -239,7 +240,7 @@ impl JitPool {
         if self.running.is_none() {
             self.running = Some(self.start(&mut report.failed));
         }
-        let workers = self.running.as_deref().unwrap_or_default();
+        let workers = self.running.as_deref_mut().unwrap_or_default();
         // Largest first (PTX size stands in for JIT time), handed out as workers free up.
         let mut order: Vec<usize> = (0..modules.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(modules[i].len()));
@@ -248,10 +249,11 @@ impl JitPool {
         let busy = AtomicUsize::new(0);
         let answered = AtomicUsize::new(0);
         std::thread::scope(|scope| {
-            for slot in workers {
-                scope.spawn(|| {
-                    let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
-                    let Some(worker) = guard.as_mut() else { return };
+            for slot in workers.iter_mut() {
+                let (next, order, files) = (&next, &order, &files);
+                let (failed, busy, answered) = (&failed, &busy, &answered);
+                scope.spawn(move || {
+                    let Some(worker) = slot.as_mut() else { return };
                     busy.fetch_add(1, Ordering::Relaxed);
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
@@ -265,7 +267,7 @@ impl JitPool {
                             Ok(Err(why)) => failed.lock().unwrap_or_else(|e| e.into_inner()).push(why),
                             Err(gone) => {
                                 failed.lock().unwrap_or_else(|e| e.into_inner()).push(gone);
-                                if let Some(w) = guard.take() {
+                                if let Some(w) = slot.take() {
                                     w.finish();
                                 }
                                 break;
@@ -295,10 +297,8 @@ impl JitPool {
 impl Drop for JitPool {
     /// Closes the workers' stdin (they exit at its end) and waits for them.
     fn drop(&mut self) {
-        for slot in self.running.take().unwrap_or_default() {
-            if let Some(w) = slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                w.finish();
-            }
+        for w in self.running.take().into_iter().flatten().flatten() {
+            w.finish();
         }
     }
 }
