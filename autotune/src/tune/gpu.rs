@@ -162,17 +162,12 @@ impl GpuBackend {
     /// are left for `prepare` to report.
     fn generate_all(&mut self, cs: &[Candidate]) {
         let t = Instant::now();
-        let mut todo: Vec<Candidate> = Vec::new();
-        for c in cs {
-            let key = compile_key(c.family, &c.spec, &c.tile);
-            if !self.compiled.contains_key(&key)
-                && !todo
-                    .iter()
-                    .any(|d| compile_key(d.family, &d.spec, &d.tile) == key)
-            {
-                todo.push(*c);
-            }
-        }
+        let mut queued = HashSet::new();
+        let todo: Vec<(CompileKey, Candidate)> = cs
+            .iter()
+            .map(|c| (compile_key(c.family, &c.spec, &c.tile), *c))
+            .filter(|(key, _)| !self.compiled.contains_key(key) && queued.insert(key.clone()))
+            .collect();
         if todo.is_empty() {
             return;
         }
@@ -185,10 +180,11 @@ impl GpuBackend {
             for _ in 0..threads {
                 scope.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(c) = todo.get(i) else { break };
+                    let Some((key, c)) = todo.get(i) else { break };
                     if let Ok(m) = generate(c.family, &c.spec, &c.tile) {
-                        let key = compile_key(c.family, &c.spec, &c.tile);
-                        done.lock().unwrap_or_else(|e| e.into_inner()).push((key, m));
+                        done.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((key.clone(), m));
                     }
                 });
             }

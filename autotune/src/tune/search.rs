@@ -477,17 +477,14 @@ impl Searcher<'_> {
             context: bucket.context,
             data: opts.data,
         };
-        let first: Vec<Candidate> = plans
-            .iter()
-            .flat_map(|(space, tiles)| tiles.iter().map(|t| (space.family, *t)))
-            .filter(|(f, t)| {
-                opts.buckets
-                    .iter()
-                    .any(|b| self.is_fresh(*f, t, &workload(b), reps))
-            })
-            .map(|(f, t)| self.candidate(f, t))
-            .collect();
-        self.prefetch(&first);
+        let buckets: Vec<Workload> = opts.buckets.iter().map(workload).collect();
+        self.prefetch_fresh(
+            plans
+                .iter()
+                .flat_map(|(space, tiles)| tiles.iter().map(|t| (space.family, *t))),
+            &buckets,
+            reps,
+        );
         let mut results = Vec::new();
         for bucket in &opts.buckets {
             let workload = workload(bucket);
@@ -495,18 +492,33 @@ impl Searcher<'_> {
             for (space, tiles) in plans {
                 rounds.push(self.first_round(space, tiles, *bucket, workload)?);
             }
-            let fresh: Vec<Candidate> = rounds
-                .iter()
-                .flat_map(|r| r.refine.iter().map(|t| (r.result.family, *t)))
-                .filter(|(f, t)| self.is_fresh(*f, t, &workload, reps))
-                .map(|(f, t)| self.candidate(f, t))
-                .collect();
-            self.prefetch(&fresh);
+            self.prefetch_fresh(
+                rounds
+                    .iter()
+                    .flat_map(|r| r.refine.iter().map(|t| (r.result.family, *t))),
+                &[workload],
+                reps,
+            );
             for ((space, _), round) in plans.iter().zip(rounds) {
                 results.push(self.finish_bucket(space, round)?);
             }
         }
         Ok(results)
+    }
+
+    /// [`Searcher::prefetch`] the `tiles` still fresh ([`Searcher::is_fresh`]) at any of
+    /// `workloads`.
+    fn prefetch_fresh(
+        &mut self,
+        tiles: impl Iterator<Item = (KernelFamily, TileConfig)>,
+        workloads: &[Workload],
+        reps: u32,
+    ) {
+        let fresh: Vec<Candidate> = tiles
+            .filter(|(f, t)| workloads.iter().any(|w| self.is_fresh(*f, t, w, reps)))
+            .map(|(f, t)| self.candidate(f, t))
+            .collect();
+        self.prefetch(&fresh);
     }
 
     /// Generate `cands` ahead of their evaluations (on every core on the GPU backend), in
@@ -680,12 +692,7 @@ impl Searcher<'_> {
         counts: &mut StatusCounts,
         first_is_default: bool,
     ) -> Result<(Vec<(TileConfig, f64)>, bool)> {
-        let fresh: Vec<Candidate> = tiles
-            .iter()
-            .filter(|t| self.is_fresh(family, t, w, reps))
-            .map(|t| self.candidate(family, *t))
-            .collect();
-        self.prefetch(&fresh);
+        self.prefetch_fresh(tiles.iter().map(|t| (family, *t)), &[*w], reps);
         let mut timed: Vec<(TileConfig, f64)> = Vec::new();
         for (i, tile) in tiles.iter().enumerate() {
             let is_default = first_is_default && i == 0;
