@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 /// longer chunks (up to G = 4).
 pub const WIDE_ROW_DIMS: u32 = 512;
 
-/// Whether the default tiles treat `spec` as a wide row (d·G ≥ [`WIDE_ROW_DIMS`], G ≤ 4: at
-/// G = 8 holding 128 q floats a lane spills).
 /// Tokens a one-lane-a-token group holds by default with ALiBi ([`DenseTile::default_paged`]).
 pub const ALIBI_TOKENS_PER_GROUP: u32 = 8;
 
+/// Whether the default tiles treat `spec` as a wide row (d·G ≥ [`WIDE_ROW_DIMS`], G ≤ 4: at
+/// G = 8 holding 128 q floats a lane spills).
 fn wide_row(spec: &DecodeSpec) -> bool {
     spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4
 }

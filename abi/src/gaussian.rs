@@ -139,8 +139,9 @@ impl MomentsTile {
         // picked this shape on every workload (results/2026-11-30-jit-pool/2-wide-gqa):
         // `paper` 1.13–1.17×, `gqa` 1.3–1.45× (2% from its best), `wide` 2.0–3.0× faster than
         // the former default below.
-        let per_vec = 16 / d.kv_dtype.size_bytes();
-        let lanes_per_page = (d.head_dim / per_vec).clamp(1, 8);
+        // 16-byte vectors in one metadata row.
+        let vectors = d.head_dim / (16 / d.kv_dtype.size_bytes());
+        let lanes_per_page = vectors.clamp(1, 8);
         if d.head_dim / lanes_per_page * d.group <= 64 {
             return MomentsTile {
                 threads: 128,
@@ -153,7 +154,7 @@ impl MomentsTile {
         // (8·G registers of q) and one page a group.
         MomentsTile {
             threads: 256,
-            lanes_per_page: (d.head_dim / per_vec).clamp(1, 32),
+            lanes_per_page: vectors.clamp(1, 32),
             pages_per_group: 1,
         }
     }
