@@ -438,10 +438,7 @@ fn planned_calls_come_from_the_preloadable_modules() {
             row.module = format!("{}__short.ptx", family.name());
             tuned.push(row);
         }
-        let bundle = match stub_bundle(&[spec, other], tuned) {
-            Ok(b) => Arc::new(b),
-            Err(e) => panic!("stub bundle: {e}"),
-        };
+        let bundle = Arc::new(stub_bundle(&[spec, other], tuned).unwrap());
         let planner = DecodePlanner::new(&p, bundle, 132).unwrap();
         let modules = planner.modules();
         assert!(!modules.is_empty());
