@@ -65,6 +65,15 @@ impl KernelFamily {
         }
     }
 
+    /// The selectors whose selections this family reads (tuned and resolved per selector); empty
+    /// for the families that read every page or make the selection.
+    pub fn selectors(self) -> &'static [Selector] {
+        match self {
+            KernelFamily::DecodeSparse => &[Selector::Topk, Selector::Gaussian],
+            _ => &[],
+        }
+    }
+
     /// The untuned tile of this family for `spec`.
     pub fn default_tile(self, spec: &PagedSpec) -> TileConfig {
         match self {
@@ -82,6 +91,36 @@ impl KernelFamily {
 }
 
 impl fmt::Display for KernelFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The page selector feeding a stage that reads a selection. Its density sets the best tile:
+/// on `paper` keys top-k keeps a quarter of the pages, the Gaussian selector 86% at 32k and 14%
+/// at 1M, and one `decode_sparse` tile for both made one of them slower (results/2026-11-30-refine,
+/// results/2026-11-30-jit-pool). So a family that reads a selection is tuned, and its bundle
+/// rows may be kept, per selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selector {
+    /// `select_topk`: the budget's best pages by box bound.
+    Topk,
+    /// `select_gaussian`: the pages the Gaussian model's threshold keeps.
+    Gaussian,
+}
+
+impl Selector {
+    /// `topk`, `gaussian` (table keys and logs).
+    pub fn name(self) -> &'static str {
+        match self {
+            Selector::Topk => "topk",
+            Selector::Gaussian => "gaussian",
+        }
+    }
+}
+
+impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }

@@ -17,7 +17,7 @@ pub mod spec;
 pub mod topk;
 
 pub use dense::*;
-pub use family::{KernelFamily, TileConfig};
+pub use family::{KernelFamily, Selector, TileConfig};
 pub use geometry::{ceil_div, LaunchGeometry};
 pub use meta::*;
 pub use paged::{check_batch, BatchError, PagedShape, PagedSpec, SUPPORTED_SKETCH_BITS};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
-use entkv_abi::{DType, KernelFamily, PagedSpec};
+use entkv_abi::{DType, KernelFamily, PagedSpec, Selector};
 use entkv_bundle::Bundle;
 use entkv_runtime::engine::{BoundCall, Decoder, Method, ModuleCache, Problem, StepPlan};
 use entkv_runtime::{gpu_unavailable_reason, Gpu, GpuTimer};
@@ -532,13 +532,21 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
     let mut records = Vec::new();
     let elapsed = || format!("[{:7.1} s]", t0.elapsed().as_secs_f64());
     for &n in &lengths {
+        let selectors = |f: KernelFamily| -> Vec<Option<Selector>> {
+            match f.selectors() {
+                [] => vec![None],
+                s => s.iter().copied().map(Some).collect(),
+            }
+        };
         let tiers: Vec<String> = KernelFamily::ALL
             .into_iter()
-            .filter_map(|f| {
+            .flat_map(|f| selectors(f).into_iter().map(move |s| (f, s)))
+            .filter_map(|(f, s)| {
+                let of = s.map(|s| format!(" ({s})")).unwrap_or_default();
                 bundle
-                    .resolve(f, &spec, n)
+                    .resolve(f, &spec, n, s)
                     .ok()
-                    .map(|r| format!("{f} {} {}", r.tier, r.row.tile.tag()))
+                    .map(|r| format!("{f}{of} {} {}", r.tier, r.row.tile.tag()))
             })
             .collect();
         eprintln!("{} n = {n}: {}", elapsed(), tiers.join("; "));

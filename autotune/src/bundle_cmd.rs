@@ -4,7 +4,7 @@
 use crate::spec_args::SpecArgs;
 use anyhow::{ensure, Context, Result};
 use clap::Subcommand;
-use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 use entkv_bundle::{Bucket, Bundle, BundleMeta, BundleWriter, RowSource, TableRow, TunedOn};
 use entkv_codegen::{compile_module, llvm_version, Target};
 use std::path::{Path, PathBuf};
@@ -164,6 +164,8 @@ pub fn created_now() -> Result<u64> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RowPlan {
     pub bucket: Bucket,
+    /// The selector a tuned row of a family that reads a selection was tuned on.
+    pub selector: Option<Selector>,
     pub tile: TileConfig,
     pub source: RowSource,
 }
@@ -196,6 +198,7 @@ impl SpecPlan {
                     family,
                     rows: vec![RowPlan {
                         bucket: Bucket::Any,
+                        selector: None,
                         tile: family.default_tile(spec),
                         source: RowSource::Default,
                     }],
@@ -291,6 +294,7 @@ fn add_family(w: &mut BundleWriter, spec: &PagedSpec, fp: &FamilyPlan, target: &
             family,
             spec: tag.clone(),
             bucket: r.bucket,
+            selector: r.selector,
             tile: r.tile,
             module: module.clone(),
             entries: r.tile.entries(family, spec)?,
@@ -369,7 +373,10 @@ pub fn table_text(bundle: &Bundle) -> String {
         .iter()
         .map(|r| {
             [
-                r.family.to_string(),
+                match r.selector {
+                    Some(sel) => format!("{} ({sel})", r.family),
+                    None => r.family.to_string(),
+                },
                 r.spec.clone(),
                 r.bucket.to_string(),
                 r.tile.tag(),

@@ -80,6 +80,7 @@ fn view(bundle: &Bundle, as_default: Option<&TableRow>) -> Result<Bundle> {
         .map(|r| match as_default {
             Some(new) if new.family == r.family && new.spec == r.spec => TableRow {
                 bucket: Bucket::Any,
+                selector: None,
                 source: RowSource::Default,
                 ..new.clone()
             },

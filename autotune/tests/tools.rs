@@ -52,6 +52,7 @@ fn tuned_bundle() -> &'static Bundle {
                         lo: 1024,
                         hi: 1 << 20,
                     },
+                    selector: None,
                     tile: other_tile(),
                     source: RowSource::Tuned { median_us: 12.5 },
                 });

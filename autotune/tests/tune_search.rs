@@ -2,7 +2,7 @@
 //! (never used for results) drives `run_search` through strategies, ranking, failures, the
 //! record log with resume after a kill, the device cache and the time budget.
 
-use entkv_abi::{DType, DecodeSpec, KernelFamily, PagedSpec};
+use entkv_abi::{DType, DecodeSpec, KernelFamily, PagedSpec, Selector};
 use entkv_autotune::tune::log::{read_jsonl, RecordKey, RecordStore, Status, StoreConfig};
 use entkv_autotune::tune::search::{buckets_for, SearchOutcome};
 use entkv_autotune::tune::space::MAX_REFINEMENTS;
@@ -45,6 +45,10 @@ struct Fake {
     timed: Vec<usize>,
     /// The `family:tag`s of each `prefetch` call.
     prefetches: Vec<Vec<String>>,
+    /// Times that replace `speed` in one selector's step, by (selector, tag).
+    by_selector: HashMap<(Selector, String), f64>,
+    /// The selector of each `verify` and `time` call's workload.
+    selectors_seen: Vec<Option<Selector>>,
     rng: u64,
 }
 
@@ -61,6 +65,8 @@ impl Fake {
             verified: 0,
             timed: Vec::new(),
             prefetches: Vec::new(),
+            by_selector: HashMap::new(),
+            selectors_seen: Vec::new(),
             rng: 0x2545_f491_4f6c_dd1d,
         }
     }
@@ -107,22 +113,28 @@ impl MeasureBackend for Fake {
         })
     }
 
-    fn verify(&mut self, c: &Candidate, _w: &Workload) -> Result<(), EvalError> {
+    fn verify(&mut self, c: &Candidate, w: &Workload) -> Result<(), EvalError> {
         self.verified += 1;
+        self.selectors_seen.push(w.selector);
         match self.fail.get(&c.tile.tag()) {
             Some(e @ EvalError::WrongResult(_)) => Err(e.clone()),
             _ => Ok(()),
         }
     }
 
-    fn time(&mut self, cs: &[Candidate], _w: &Workload, reps: u32) -> Result<Vec<Vec<f64>>, EvalError> {
+    fn time(&mut self, cs: &[Candidate], w: &Workload, reps: u32) -> Result<Vec<Vec<f64>>, EvalError> {
         self.timed.push(cs.len());
+        self.selectors_seen.push(w.selector);
         let mut out = Vec::new();
         for c in cs {
             if let Some(e @ EvalError::LaunchError(_)) = self.fail.get(&c.tile.tag()) {
                 return Err(e.clone());
             }
-            let base = (self.speed)(c.family, &c.tile.tag());
+            let tag = c.tile.tag();
+            let base = match w.selector.and_then(|s| self.by_selector.get(&(s, tag.clone()))) {
+                Some(&t) => t,
+                None => (self.speed)(c.family, &tag),
+            };
             let v: Vec<f64> = (0..reps)
                 .map(|_| base * (1.0 + self.noise * (2.0 * self.unit() - 1.0)))
                 .collect();
@@ -728,10 +740,13 @@ fn a_run_writes_a_verified_tuned_bundle_and_its_summary() {
     assert_eq!(tuned.len(), 2);
     assert!(tuned.iter().all(|r| r.family == TOPK && r.tile.tag() == fast));
     assert_eq!(m.table.len(), 8 + 2);
-    let r = bundle.resolve(TOPK, &s, 40_000).unwrap();
+    let r = bundle.resolve(TOPK, &s, 40_000, None).unwrap();
     assert_eq!((r.tier, r.row.tile.tag()), (Tier::Exact, fast.to_string()));
     assert_eq!(r.row.source, RowSource::Tuned { median_us: 50.0 });
-    assert_eq!(bundle.resolve(DENSE, &s, 40_000).unwrap().tier, Tier::Default);
+    assert_eq!(
+        bundle.resolve(DENSE, &s, 40_000, None).unwrap().tier,
+        Tier::Default
+    );
 
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("tune-summary.json")).unwrap()).unwrap();
@@ -745,6 +760,72 @@ fn a_run_writes_a_verified_tuned_bundle_and_its_summary() {
         report.text
     );
     assert!(out.join("tune-log.jsonl").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_sparse_decode_gets_a_row_per_selector() {
+    // Each selector's step times its own tile fastest: the search runs the sparse decode once
+    // per selector, in that selector's workload only, and the bundle resolves each selector to
+    // its winner (and a caller without a selector to the default).
+    use clap::Parser;
+    use entkv_autotune::tune::args::{run, Cli};
+    use entkv_bundle::{Bundle, RowSource, Tier};
+    let dir = tmp("per-selector");
+    let out = dir.join("bundle");
+    let cli = Cli::try_parse_from([
+        "autotune",
+        "--alpha",
+        "1.5",
+        "--head-dim",
+        "32",
+        "--kernels",
+        "decode_sparse",
+        "--contexts",
+        "32k",
+        "--no-refine",
+        "--no-cache",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .unwrap();
+    let f = KernelFamily::DecodeSparse;
+    let space = entkv_autotune::tune::space::family_space(f, &spec(), &Default::default()).unwrap();
+    let tags: Vec<String> = space.valid.iter().map(|t| t.tag()).collect();
+    let (for_topk, for_gauss) = (tags[1].clone(), tags[2].clone());
+    let mut b = Fake::new(|_, _| 100.0);
+    b.by_selector.insert((Selector::Topk, for_topk.clone()), 40.0);
+    b.by_selector
+        .insert((Selector::Gaussian, for_gauss.clone()), 30.0);
+    let report = run(&cli, &mut b, 1_700_000_000, &mut |_| {}).unwrap();
+    assert!(report.text.contains("decode_sparse (topk)"), "{}", report.text);
+    assert!(
+        b.selectors_seen.iter().all(|s| s.is_some())
+            && b.selectors_seen.contains(&Some(Selector::Topk))
+            && b.selectors_seen.contains(&Some(Selector::Gaussian)),
+        "every verification and timing runs in one selector's step: {:?}",
+        b.selectors_seen
+    );
+
+    let bundle = Bundle::open(&out).unwrap();
+    let s = spec();
+    for (sel, tag, us) in [
+        (Selector::Topk, &for_topk, 40.0),
+        (Selector::Gaussian, &for_gauss, 30.0),
+    ] {
+        let r = bundle.resolve(f, &s, 30_000, Some(sel)).unwrap();
+        assert_eq!((r.tier, r.row.tile.tag()), (Tier::Exact, tag.clone()), "{sel}");
+        assert_eq!(
+            (r.row.selector, r.row.source),
+            (Some(sel), RowSource::Tuned { median_us: us })
+        );
+    }
+    let r = bundle.resolve(f, &s, 30_000, None).unwrap();
+    assert_eq!(
+        r.tier,
+        Tier::Default,
+        "rows kept per selector serve only their selector"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -766,10 +847,11 @@ fn code_generation_is_batched_across_families() {
         &mut RecordStore::in_memory(),
     )
     .unwrap();
+    // The sparse decode is searched per selector, over one space: its candidates count once.
     let valid: usize = out
         .results
         .iter()
-        .filter(|r| r.bucket.context == 32 << 10)
+        .filter(|r| r.bucket.context == 32 << 10 && r.workload.selector != Some(Selector::Gaussian))
         .map(|r| r.space_valid)
         .sum();
     let mut calls = b.prefetches.iter();

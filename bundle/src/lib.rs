@@ -16,7 +16,7 @@ pub mod stub;
 mod verify;
 mod writer;
 
-use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,9 +24,14 @@ use std::path::{Path, PathBuf};
 
 pub use writer::{BundleMeta, BundleWriter};
 
-/// The manifest schema this crate reads and writes. Bumped on every incompatible change;
-/// readers refuse any other version ([`BundleError::Schema`]).
-pub const SCHEMA_VERSION: u32 = 1;
+/// The manifest schema this crate writes. Bumped on every change an older reader would misread
+/// or refuse; readers refuse versions outside [`OLDEST_SCHEMA_VERSION`]..=`SCHEMA_VERSION`
+/// ([`BundleError::Schema`]). Version 2 added the rows' optional `selector`.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest schema this crate reads: a version-1 manifest is a version-2 manifest without
+/// per-selector rows, read and re-serialized unchanged.
+pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
 /// The manifest's file name inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -98,6 +103,11 @@ pub struct TableRow {
     pub spec: String,
     /// Context lengths the row is for.
     pub bucket: Bucket,
+    /// For a family that reads a selection ([`KernelFamily::selectors`]): the selector whose
+    /// selections the row was tuned on. Absent on default rows and on rows tuned for every
+    /// selector (bundles written before rows were kept per selector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<Selector>,
     /// The tile the entries were generated with.
     pub tile: TileConfig,
     /// [`Artifact::file`] of the module holding the entries.
@@ -236,9 +246,10 @@ pub enum BundleError {
         /// What is missing or malformed.
         reason: String,
     },
-    /// The manifest's `schema_version` is not the one this reader supports.
+    /// The manifest's `schema_version` is not one this reader supports.
     #[error(
-        "bundle schema version {found} is not supported (this reader supports version {supported} only)"
+        "bundle schema version {found} is not supported (this reader supports versions {}–{supported})",
+        OLDEST_SCHEMA_VERSION
     )]
     Schema {
         /// The manifest's version.
@@ -334,18 +345,21 @@ impl Bundle {
         &self.manifest.table
     }
 
-    /// The row for `family` at `spec` for a context of `tokens` tokens:
+    /// The row for `family` at `spec` for a context of `tokens` tokens, fed by `selector`'s
+    /// selections (`None` for a family that reads no selection):
     /// [`Tier::Exact`] = a tuned row whose `Tokens` bucket contains `tokens`;
     /// [`Tier::NearestBucket`] = a tuned row of the nearest bucket (distance in log2 tokens to
     /// the bucket, see [`Bucket::log2_distance`]; ties go to the smaller `lo`);
     /// [`Tier::Default`] = the [`RowSource::Default`] row (bucket [`Bucket::Any`]).
-    /// [`BundleError::NoKernel`] when the spec is not in the bundle or the family has no row
-    /// for it.
+    /// The tuned rows searched are `selector`'s when the family has any, else those tuned for
+    /// every selector. [`BundleError::NoKernel`] when the spec is not in the bundle or the
+    /// family has no row for it.
     pub fn resolve(
         &self,
         family: KernelFamily,
         spec: &PagedSpec,
         tokens: u64,
+        selector: Option<Selector>,
     ) -> Result<Resolved<'_>, BundleError> {
         let tag = spec.sketch_tag();
         let no_kernel = || BundleError::NoKernel {
@@ -361,7 +375,15 @@ impl Bundle {
                 .iter()
                 .filter(|r| r.family == family && r.spec == tag)
         };
-        let tuned = || rows().filter(|r| matches!(r.source, RowSource::Tuned { .. }));
+        let tuned_for = |s: Option<Selector>| {
+            rows().filter(move |r| matches!(r.source, RowSource::Tuned { .. }) && r.selector == s)
+        };
+        let own = if selector.is_some() && tuned_for(selector).next().is_some() {
+            selector
+        } else {
+            None
+        };
+        let tuned = || tuned_for(own);
         if let Some(row) = tuned().find(|r| r.bucket.contains(tokens)) {
             return Ok(Resolved {
                 row,

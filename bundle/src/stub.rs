@@ -26,6 +26,7 @@ pub fn default_row(family: KernelFamily, spec: &PagedSpec) -> Result<TableRow, B
         family,
         spec: spec.sketch_tag(),
         bucket: Bucket::Any,
+        selector: None,
         tile,
         module: format!("{}__{}.ptx", family.name(), spec.sketch_tag()),
         entries: tile

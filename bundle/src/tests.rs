@@ -1,6 +1,6 @@
 use super::*;
 use crate::verify::ptx_declares_entry;
-use entkv_abi::{DType, DecodeSpec};
+use entkv_abi::{DType, DecodeSpec, Selector};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn spec_g(group: u32) -> PagedSpec {
@@ -39,6 +39,7 @@ fn default_row(f: KernelFamily, s: &PagedSpec) -> TableRow {
         family: f,
         spec: s.sketch_tag(),
         bucket: Bucket::Any,
+        selector: None,
         tile,
         module: module_name(f, s),
         entries: tile.entries(f, s).unwrap(),
@@ -50,6 +51,7 @@ fn default_row(f: KernelFamily, s: &PagedSpec) -> TableRow {
 fn tuned_row(f: KernelFamily, s: &PagedSpec, lo: u64, hi: u64, median_us: f64) -> TableRow {
     TableRow {
         bucket: Bucket::Tokens { lo, hi },
+        selector: None,
         source: RowSource::Tuned { median_us },
         ..default_row(f, s)
     }
@@ -259,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 2);
+            edit_manifest(&t.0, |m| m.schema_version = 3);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(2);
+            v["manifest"]["schema_version"] = serde_json::json!(3);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -270,13 +272,16 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 2,
-                    supported: 1
+                    found: 3,
+                    supported: 2
                 }
             ),
             "{e}"
         );
-        assert!(e.to_string().contains("schema version 2"), "{e}");
+        assert!(
+            e.to_string().contains("schema version 3") && e.to_string().contains("versions 1–2"),
+            "{e}"
+        );
     }
     // A future schema that changed everything else, and has no digest, is still `Schema`.
     let t = TempDir::new("future");
@@ -289,9 +294,24 @@ fn other_schema_versions_are_refused() {
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
             found: 7,
-            supported: 1
+            supported: 2
         }
     ));
+    // Version 1 (before per-selector rows) still reads, unless a row names a selector.
+    let t = TempDir::new("v1");
+    bundle().write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| m.schema_version = 1);
+    assert_eq!(Bundle::open(&t.0).unwrap().manifest().schema_version, 1);
+    let t = TempDir::new("v1-selector");
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        selector: Some(Selector::Topk),
+        ..tuned_row(KernelFamily::DecodeSparse, &spec(), 1, 100, 1.0)
+    });
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| m.schema_version = 1);
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(e.to_string().contains("a selector needs schema version 2"), "{e}");
 }
 
 #[test]
@@ -398,11 +418,45 @@ fn truncated_or_garbage_single_files_are_refused_without_panics() {
 }
 
 #[test]
+fn resolve_by_selector() {
+    // A selector's own tuned rows when it has any (tiers among them); else the rows tuned for
+    // every selector; else the default. No selector: never another selector's rows.
+    let s = spec();
+    let ds = KernelFamily::DecodeSparse;
+    let row = |sel: Option<Selector>, lo, hi, us| TableRow {
+        selector: sel,
+        ..tuned_row(ds, &s, lo, hi, us)
+    };
+    let mut w = writer_with(&[]);
+    w.add_row(row(Some(Selector::Topk), 1, 100, 1.0));
+    w.add_row(row(Some(Selector::Topk), 1000, 2000, 2.0));
+    w.add_row(row(None, 1, 1 << 30, 3.0));
+    let b = w.finish().unwrap();
+    let r = |tokens, sel| {
+        let r = b.resolve(ds, &s, tokens, sel).unwrap();
+        (r.tier, r.row.source)
+    };
+    let us = |median_us| RowSource::Tuned { median_us };
+    assert_eq!(r(50, Some(Selector::Topk)), (Tier::Exact, us(1.0)));
+    assert_eq!(r(1500, Some(Selector::Topk)), (Tier::Exact, us(2.0)));
+    assert_eq!(r(5000, Some(Selector::Topk)), (Tier::NearestBucket, us(2.0)));
+    assert_eq!(r(50, Some(Selector::Gaussian)), (Tier::Exact, us(3.0)));
+    assert_eq!(r(5000, None), (Tier::Exact, us(3.0)));
+    let mut w = writer_with(&[]);
+    w.add_row(row(Some(Selector::Topk), 1, 100, 1.0));
+    let b = w.finish().unwrap();
+    for sel in [None, Some(Selector::Gaussian)] {
+        let got = b.resolve(ds, &s, 50, sel).unwrap();
+        assert_eq!((got.tier, got.row.source), (Tier::Default, RowSource::Default));
+    }
+}
+
+#[test]
 fn resolve_tiers() {
     let b = bundle();
     let s = spec();
     let dd = KernelFamily::DecodeDense;
-    let r = |tokens| b.resolve(dd, &s, tokens).unwrap();
+    let r = |tokens| b.resolve(dd, &s, tokens, None).unwrap();
     let bucket = |tokens| r(tokens).row.bucket;
     let tok = |lo, hi| Bucket::Tokens { lo, hi };
 
@@ -438,24 +492,27 @@ fn resolve_tiers() {
         }
         rows.into_iter().for_each(|r| w.add_row(r));
         let b2 = w.finish().unwrap();
-        let got = b2.resolve(KernelFamily::PageMeta, &s, 64).unwrap();
+        let got = b2.resolve(KernelFamily::PageMeta, &s, 64, None).unwrap();
         assert_eq!(got.tier, Tier::NearestBucket);
         assert_eq!(got.row.bucket, tok(16, 33));
         assert_eq!(
-            b2.resolve(KernelFamily::PageMeta, &s, 65).unwrap().row.bucket,
+            b2.resolve(KernelFamily::PageMeta, &s, 65, None)
+                .unwrap()
+                .row
+                .bucket,
             tok(128, 256)
         );
     }
 
     // Families without tuned rows use their default row.
-    let got = b.resolve(KernelFamily::SelectTopk, &s, 100_000).unwrap();
+    let got = b.resolve(KernelFamily::SelectTopk, &s, 100_000, None).unwrap();
     assert_eq!(got.tier, Tier::Default);
     assert_eq!(got.row.source, RowSource::Default);
     assert_eq!(got.row.bucket, Bucket::Any);
     assert_eq!(got.row.module, module_name(KernelFamily::SelectTopk, &s));
 
     // A spec that is not in the bundle, and a family without rows.
-    match b.resolve(dd, &spec_g(4), 100).unwrap_err() {
+    match b.resolve(dd, &spec_g(4), 100, None).unwrap_err() {
         BundleError::NoKernel { family, spec } => {
             assert_eq!(family, dd);
             assert_eq!(spec, spec_g(4).sketch_tag());
@@ -464,7 +521,7 @@ fn resolve_tiers() {
     }
     let partial = writer_with(&[KernelFamily::PageScoreMoments]).finish().unwrap();
     let e = partial
-        .resolve(KernelFamily::PageScoreMoments, &s, 100)
+        .resolve(KernelFamily::PageScoreMoments, &s, 100, None)
         .unwrap_err();
     assert!(matches!(e, BundleError::NoKernel { .. }), "{e}");
     assert!(e.to_string().contains("page_score_moments"), "{e}");
@@ -518,6 +575,41 @@ fn inconsistent_tables_are_corrupt() {
     w.add_row(tuned_row(dd, &s, 8192, 8192, 1.0));
     corrupt(w, "empty bucket");
 
+    // Selectors: only on a family that reads a selection, never on a default row, and
+    // buckets may overlap across selectors but not within one.
+    let ds = KernelFamily::DecodeSparse;
+    let for_sel = |sel, lo, hi| TableRow {
+        selector: Some(sel),
+        ..tuned_row(ds, &s, lo, hi, 1.0)
+    };
+    let mut w = writer_with(&[]);
+    w.add_row(TableRow {
+        selector: Some(Selector::Topk),
+        ..tuned_row(dd, &s, 1 << 22, 1 << 23, 1.0)
+    });
+    corrupt(w, "decode_dense reads no selection of selector topk");
+    let mut w = writer_with(&[KernelFamily::DecodeSparse]);
+    let entries = ds.default_tile(&s).entries(ds, &s).unwrap();
+    w.add_module(&module_name(ds, &s), fake_ptx(&entries), entries)
+        .unwrap();
+    w.add_row(TableRow {
+        selector: Some(Selector::Gaussian),
+        ..default_row(ds, &s)
+    });
+    corrupt(w, "a default row serves every selector");
+    let mut w = writer_with(&[]);
+    w.add_row(for_sel(Selector::Topk, 1, 100));
+    w.add_row(for_sel(Selector::Gaussian, 50, 200));
+    w.add_row(tuned_row(ds, &s, 1, 1000, 1.0));
+    w.finish().expect("buckets of different selectors may overlap");
+    let mut w = writer_with(&[]);
+    w.add_row(for_sel(Selector::Gaussian, 1, 100));
+    w.add_row(for_sel(Selector::Gaussian, 50, 200));
+    corrupt(
+        w,
+        "tuned rows for selector gaussian with overlapping buckets [1, 100) and [50, 200)",
+    );
+
     let mut w = writer_with(&[]);
     w.add_row(tuned_row(dd, &s, 8192, 9000, f64::NAN));
     corrupt(w, "median_us NaN");
@@ -532,6 +624,7 @@ fn inconsistent_tables_are_corrupt() {
     let mut w = writer_with(&[]);
     w.add_row(TableRow {
         bucket: Bucket::Tokens { lo: 1, hi: 2 },
+        selector: None,
         ..default_row(KernelFamily::PageMeta, &s)
     });
     corrupt(w, "default row must have bucket `any`");
@@ -653,7 +746,10 @@ fn errors_name_the_problem() {
     assert!(e.to_string().contains("`a.ptx`"));
     let e = BundleError::Schema {
         found: 3,
-        supported: 1,
+        supported: 2,
     };
-    assert!(e.to_string().contains("3") && e.to_string().contains("version 1"));
+    assert!(
+        e.to_string().contains("version 3") && e.to_string().contains("versions 1–2"),
+        "{e}"
+    );
 }

@@ -3,9 +3,11 @@
 
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
-    RowSource, TableRow, MANIFEST_FILE, SCHEMA_VERSION,
+    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use entkv_abi::{check_group, check_head_dim, check_page_size, Alpha, PagedSpec, SUPPORTED_SKETCH_BITS};
+use entkv_abi::{
+    check_group, check_head_dim, check_page_size, Alpha, PagedSpec, Selector, SUPPORTED_SKETCH_BITS,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -70,7 +72,7 @@ pub(crate) fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, Bund
         })?,
         None => return Err(not_a_bundle("the manifest has no schema_version".into())),
     };
-    if found != u64::from(SCHEMA_VERSION) {
+    if !(u64::from(OLDEST_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&found) {
         return Err(BundleError::Schema {
             found,
             supported: SCHEMA_VERSION,
@@ -163,7 +165,7 @@ pub(crate) fn check_consistency(
     ptx: &BTreeMap<String, String>,
 ) -> Result<(), BundleError> {
     let corrupt = |s: String| Err(BundleError::Corrupt(s));
-    if manifest.schema_version != SCHEMA_VERSION {
+    if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&manifest.schema_version) {
         return Err(BundleError::Schema {
             found: manifest.schema_version.into(),
             supported: SCHEMA_VERSION,
@@ -217,8 +219,8 @@ pub(crate) fn check_consistency(
         ));
     }
 
-    // (family, spec) → (default rows, tuned buckets).
-    type Group = (usize, Vec<(u64, u64)>);
+    // (family, spec) → (default rows, tuned buckets per selector).
+    type Group = (usize, BTreeMap<Option<Selector>, Vec<(u64, u64)>>);
     let mut groups: BTreeMap<(entkv_abi::KernelFamily, &str), Group> = BTreeMap::new();
     for (i, row) in manifest.table.iter().enumerate() {
         let at = || {
@@ -228,10 +230,19 @@ pub(crate) fn check_consistency(
             )
         };
         check_row(row, &specs, &artifacts).or_else(|e| corrupt(format!("{}: {e}", at())))?;
+        if row.selector.is_some() && manifest.schema_version < 2 {
+            return corrupt(format!(
+                "{}: a selector needs schema version 2, the manifest has {}",
+                at(),
+                manifest.schema_version
+            ));
+        }
         let g = groups.entry((row.family, row.spec.as_str())).or_default();
         match (row.source, row.bucket) {
             (RowSource::Default, Bucket::Any) => g.0 += 1,
-            (RowSource::Tuned { .. }, Bucket::Tokens { lo, hi }) => g.1.push((lo, hi)),
+            (RowSource::Tuned { .. }, Bucket::Tokens { lo, hi }) => {
+                g.1.entry(row.selector).or_default().push((lo, hi))
+            }
             (RowSource::Default, Bucket::Tokens { .. }) => {
                 return corrupt(format!("{}: a default row must have bucket `any`", at()))
             }
@@ -240,19 +251,22 @@ pub(crate) fn check_consistency(
             }
         }
     }
-    for ((family, spec), (defaults, mut buckets)) in groups {
+    for ((family, spec), (defaults, tuned)) in groups {
         if defaults != 1 {
             return corrupt(format!(
                 "{family} at `{spec}` has {defaults} default rows (exactly one with bucket `any` is required)"
             ));
         }
-        buckets.sort_unstable();
-        for w in buckets.windows(2) {
-            if w[0].1 > w[1].0 {
-                return corrupt(format!(
-                    "{family} at `{spec}` has tuned rows with overlapping buckets [{}, {}) and [{}, {})",
-                    w[0].0, w[0].1, w[1].0, w[1].1
-                ));
+        for (selector, mut buckets) in tuned {
+            let of = selector.map(|s| format!(" for selector {s}")).unwrap_or_default();
+            buckets.sort_unstable();
+            for w in buckets.windows(2) {
+                if w[0].1 > w[1].0 {
+                    return corrupt(format!(
+                        "{family} at `{spec}` has tuned rows{of} with overlapping buckets [{}, {}) and [{}, {})",
+                        w[0].0, w[0].1, w[1].0, w[1].1
+                    ));
+                }
             }
         }
     }
@@ -305,6 +319,14 @@ fn check_row(
     }
     if row.block_threads == 0 {
         return Err("block_threads is 0".into());
+    }
+    if let Some(s) = row.selector {
+        if !row.family.selectors().contains(&s) {
+            return Err(format!("{} reads no selection of selector {s}", row.family));
+        }
+        if row.source == RowSource::Default {
+            return Err(format!("a default row serves every selector (it names {s})"));
+        }
     }
     if let Bucket::Tokens { lo, hi } = row.bucket {
         if lo >= hi {

@@ -59,7 +59,7 @@ fn default_bundle_round_trips_and_detects_tampering() {
             row.module,
             row.block_threads
         );
-        let r = bundle.resolve(family, &s, 100_000).unwrap();
+        let r = bundle.resolve(family, &s, 100_000, None).unwrap();
         assert_eq!((r.row, r.tier), (row, Tier::Default));
     }
     assert!(summary(&bundle).contains("8 artifact(s)"));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 use entkv_bundle::stub::default_row;
 use entkv_bundle::{sha256_hex, Bundle, BundleMeta, BundleWriter, TableRow};
 use entkv_codegen::{compile_module, llvm_version, Target};
@@ -327,7 +327,7 @@ impl GpuBackend {
                 spare_pages: 8,
             };
             let mut hc = HostCase::new(&self.gpu, case).map_err(launch)?;
-            for method in methods_for(c.family, hc.x.shape.max_pages) {
+            for method in methods_for(c.family, None, hc.x.shape.max_pages) {
                 let dec = self.decoder(c, &hc.problem(method))?;
                 let check = hc.check(&self.gpu, &dec).map_err(launch)?;
                 if !check.passed {
@@ -373,7 +373,7 @@ impl GpuBackend {
             .paper
             .shape
             .max_pages;
-        for method in methods_for(c.family, max_pages) {
+        for method in methods_for(c.family, w.selector, max_pages) {
             self.verify_method_at_bucket(c, w, method)?;
         }
         Ok(())
@@ -468,7 +468,7 @@ impl GpuBackend {
             let mut per_copy = Vec::new();
             for copy in 0..copies {
                 let mut per_method = Vec::new();
-                for method in methods_for(c.family, max_pages) {
+                for method in methods_for(c.family, w.selector, max_pages) {
                     let s = self.session(c, copy, method)?;
                     let cache = &self.bucket.as_ref().expect("entered").caches[copy];
                     cache.run(&gpu, &s).map_err(launch)?;
@@ -513,19 +513,24 @@ impl GpuBackend {
 /// A step's session and the launches of the family timed in it.
 type TimedSession = (Session, Vec<BoundCall>);
 
-/// The methods whose steps exercise `family` (top-k keeps a quarter of the pages, BENCH.md). A
-/// family is verified in each and timed by the sum of its launches over them: the sparse decode
-/// serves both selectors, whose densities differ (on `paper` keys top-k keeps 25% of the pages,
-/// Gaussian 86% at 32k and 14% at 1M), and a tile timed on top-k's alone was once chosen 1.7%
-/// faster there and ran Gaussian's 32k step 9% slower (results/2026-11-30-refine).
-fn methods_for(family: KernelFamily, max_pages: u32) -> Vec<Method> {
+/// The methods whose steps exercise `family` fed by `selector` (top-k keeps a quarter of the pages,
+/// BENCH.md). A family is verified in each and timed by the sum of its launches over them. The
+/// sparse decode is searched once per selector, in that selector's step alone:
+/// timed on top-k's selection only, a tile was once chosen 1.7% faster there and ran Gaussian's
+/// 32k step 9% slower; timed on both, `gqa` top-k at 128k lost 7% (results/2026-11-30-refine,
+/// results/2026-11-30-jit-pool). Without a selector (the host cases' checks) it runs in both.
+fn methods_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) -> Vec<Method> {
     let topk = Method::TopK {
         budget_pages: (max_pages / 4).max(1),
     };
     match family {
         KernelFamily::DecodeDense => vec![Method::Dense],
         KernelFamily::PageScoreBox | KernelFamily::SelectTopk => vec![topk],
-        KernelFamily::DecodeSparse => vec![topk, Method::Gaussian],
+        KernelFamily::DecodeSparse => match selector {
+            Some(Selector::Topk) => vec![topk],
+            Some(Selector::Gaussian) => vec![Method::Gaussian],
+            None => vec![topk, Method::Gaussian],
+        },
         KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![Method::Gaussian],
         KernelFamily::DecodeCertified | KernelFamily::PageMeta => vec![Method::Certified],
     }

@@ -442,6 +442,7 @@ mod tests {
                 kv_heads: 24,
                 context: 32768,
                 data: DataKind::Normal,
+                selector: None,
             },
             stage: Stage::Eval,
             reps: 10,

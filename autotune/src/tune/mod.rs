@@ -4,7 +4,7 @@
 //! The search (everything but [`MeasureBackend`] implementations) runs without a GPU, so it is
 //! tested in CI with a fake backend; the GPU backend lives in [`gpu`].
 
-use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 use serde::{Deserialize, Serialize};
 
 pub mod args;
@@ -30,6 +30,10 @@ pub struct Workload {
     pub context: u64,
     /// Keys like BENCH.md's `paper` (iid normal) or `peaked`.
     pub data: DataKind,
+    /// For a family that reads a selection: the selector whose step it is verified and timed
+    /// in ([`KernelFamily::selectors`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<Selector>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -12,7 +12,8 @@ use entkv_abi::PagedSpec;
 use entkv_bundle::{Bundle, RowSource, TunedOn};
 
 /// The bundle of `spec`: every family's default row (bucket `any`), plus one tuned row per
-/// choice with the winner's tile and its median (also when the winner is the default tile: it
+/// choice (and selector, for a family that reads a selection) with the winner's tile and its
+/// median (also when the winner is the default tile: it
 /// is then a tuned measurement of the default). `tuned_on` is `device`.
 pub fn bundle_from_choices(
     spec: &PagedSpec,
@@ -36,6 +37,7 @@ pub fn bundle_from_choices(
             .expect("SpecPlan::defaults lists every family");
         fp.rows.push(RowPlan {
             bucket: c.bucket,
+            selector: c.selector,
             tile: c.tile,
             source: RowSource::Tuned {
                 median_us: c.median_us,

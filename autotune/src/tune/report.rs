@@ -11,6 +11,9 @@ use std::path::Path;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SummaryRow {
     pub family: String,
+    /// The selector whose selections the row was tuned on (families that read one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     pub bucket: String,
     pub context: u64,
     pub chosen: Option<String>,
@@ -31,6 +34,7 @@ impl SummaryRow {
     fn of(r: &BucketResult) -> SummaryRow {
         SummaryRow {
             family: r.family.name().to_string(),
+            selector: r.workload.selector.map(|s| s.name().to_string()),
             bucket: r.bucket.bucket.to_string(),
             context: r.bucket.context,
             chosen: r.chosen.as_ref().map(|c| c.tag.clone()),
@@ -125,7 +129,7 @@ pub fn table_text(outcome: &SearchOutcome) -> String {
                 (Some(_), true) => String::new(),
             };
             [
-                r.family.to_string(),
+                r.label(),
                 r.bucket.context.to_string(),
                 r.chosen.as_ref().map_or("-".to_string(), |c| c.tag.clone()),
                 us(r.chosen.as_ref().map(|c| c.median_us)),

@@ -13,7 +13,7 @@ use super::space::{family_space, refinements, DeviceLimits, Space};
 use super::strategy::{halving_keep, order, Strategy};
 use super::{Candidate, DataKind, DeviceKey, EvalError, MeasureBackend, Prepared, Workload};
 use anyhow::{bail, ensure, Context, Result};
-use entkv_abi::{KernelFamily, PagedSpec, TileConfig};
+use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 use entkv_bundle::Bucket;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -212,7 +212,7 @@ pub struct Chosen {
     pub is_default: bool,
 }
 
-/// What the search found for one family and bucket.
+/// What the search found for one family and bucket (and selector: `workload.selector`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BucketResult {
     pub family: KernelFamily,
@@ -235,6 +235,14 @@ pub struct BucketResult {
 }
 
 impl BucketResult {
+    /// `decode_dense`, or `decode_sparse (topk)` for a family tuned per selector.
+    pub fn label(&self) -> String {
+        match self.workload.selector {
+            Some(s) => format!("{} ({s})", self.family),
+            None => self.family.to_string(),
+        }
+    }
+
     /// Default median over the winner's: how much faster the winner is.
     pub fn speedup(&self) -> Option<f64> {
         Some(self.default_median_us? / self.chosen.as_ref()?.median_us)
@@ -275,11 +283,12 @@ pub struct SearchOutcome {
     pub stats: RunStats,
 }
 
-/// One tuned table row: the winner of `family` in `bucket`.
+/// One tuned table row: the winner of `family` in `bucket` (for `selector`'s selections).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TunedChoice {
     pub family: KernelFamily,
     pub bucket: Bucket,
+    pub selector: Option<Selector>,
     pub tile: TileConfig,
     pub median_us: f64,
 }
@@ -295,6 +304,7 @@ impl SearchOutcome {
                 Some(TunedChoice {
                     family: r.family,
                     bucket: r.bucket.bucket,
+                    selector: r.workload.selector,
                     tile: c.tile,
                     median_us: c.median_us,
                 })
@@ -320,9 +330,20 @@ pub fn run_search(
     for &family in &opts.families {
         let space = family_space(family, &opts.spec, &opts.limits).map_err(anyhow::Error::msg)?;
         let tiles = order(opts.strategy, family, &space.valid, opts.seed, opts.max_evals);
-        plans.push((space, tiles));
+        // A family that reads a selection is searched once per selector: each gets its row.
+        let selectors: Vec<Option<Selector>> = match family.selectors() {
+            [] => vec![None],
+            s => s.iter().copied().map(Some).collect(),
+        };
+        for selector in selectors {
+            plans.push(Plan {
+                space: space.clone(),
+                tiles: tiles.clone(),
+                selector,
+            });
+        }
     }
-    let total: usize = plans.iter().map(|(_, t)| t.len()).sum::<usize>() * opts.buckets.len();
+    let total: usize = plans.iter().map(|p| p.tiles.len()).sum::<usize>() * opts.buckets.len();
     let mut s = Searcher {
         opts,
         device: backend.device(),
@@ -365,6 +386,13 @@ fn progress_bar(show: bool, total: u64) -> indicatif::ProgressBar {
 /// Candidates generated per batch: enough to keep 16 cores busy through uneven compile times,
 /// few enough that the time budget is checked every few seconds.
 const PREFETCH_BATCH: usize = 64;
+
+/// What is searched for one family (and selector): its space and the candidates in order.
+struct Plan {
+    space: Space,
+    tiles: Vec<TileConfig>,
+    selector: Option<Selector>,
+}
 
 /// A family's first round in one bucket, waiting for its refinements.
 struct Round {
@@ -467,56 +495,58 @@ impl Searcher<'_> {
     /// every family's first-round candidates (the same in every bucket) are generated in one
     /// batch up front, and a bucket's refinements (which depend on its first rounds) in one
     /// batch for all families before any of them is timed.
-    fn run_all(&mut self, plans: &[(Space, Vec<TileConfig>)]) -> Result<Vec<BucketResult>> {
+    fn run_all(&mut self, plans: &[Plan]) -> Result<Vec<BucketResult>> {
         let opts = self.opts;
         let reps = self.eval_reps();
-        let workload = |bucket: &ContextBucket| Workload {
+        let workload = |bucket: &ContextBucket, selector: Option<Selector>| Workload {
             batch: opts.batch,
             q_heads: opts.q_heads,
             kv_heads: opts.kv_heads,
             context: bucket.context,
             data: opts.data,
+            selector,
         };
-        let buckets: Vec<Workload> = opts.buckets.iter().map(workload).collect();
         self.prefetch_fresh(
-            plans
-                .iter()
-                .flat_map(|(space, tiles)| tiles.iter().map(|t| (space.family, *t))),
-            &buckets,
+            plans.iter().flat_map(|p| {
+                p.tiles.iter().flat_map(move |t| {
+                    opts.buckets
+                        .iter()
+                        .map(move |b| (p.space.family, *t, workload(b, p.selector)))
+                })
+            }),
             reps,
         );
         let mut results = Vec::new();
         for bucket in &opts.buckets {
-            let workload = workload(bucket);
             let mut rounds = Vec::new();
-            for (space, tiles) in plans {
-                rounds.push(self.first_round(space, tiles, *bucket, workload)?);
+            for p in plans {
+                let w = workload(bucket, p.selector);
+                rounds.push(self.first_round(&p.space, &p.tiles, *bucket, w)?);
             }
             self.prefetch_fresh(
                 rounds
                     .iter()
-                    .flat_map(|r| r.refine.iter().map(|t| (r.result.family, *t))),
-                &[workload],
+                    .flat_map(|r| r.refine.iter().map(|t| (r.result.family, *t, r.result.workload))),
                 reps,
             );
-            for ((space, _), round) in plans.iter().zip(rounds) {
-                results.push(self.finish_bucket(space, round)?);
+            for (p, round) in plans.iter().zip(rounds) {
+                results.push(self.finish_bucket(&p.space, round)?);
             }
         }
         Ok(results)
     }
 
-    /// [`Searcher::prefetch`] the `tiles` still fresh ([`Searcher::is_fresh`]) at any of
-    /// `workloads`.
+    /// [`Searcher::prefetch`] the tiles still fresh ([`Searcher::is_fresh`]) at their
+    /// workload, each tile once.
     fn prefetch_fresh(
         &mut self,
-        tiles: impl Iterator<Item = (KernelFamily, TileConfig)>,
-        workloads: &[Workload],
+        tiles: impl Iterator<Item = (KernelFamily, TileConfig, Workload)>,
         reps: u32,
     ) {
+        let mut seen = HashSet::new();
         let fresh: Vec<Candidate> = tiles
-            .filter(|(f, t)| workloads.iter().any(|w| self.is_fresh(*f, t, w, reps)))
-            .map(|(f, t)| self.candidate(f, t))
+            .filter(|(f, t, w)| self.is_fresh(*f, t, w, reps) && seen.insert((*f, t.tag())))
+            .map(|(f, t, _)| self.candidate(f, t))
             .collect();
         self.prefetch(&fresh);
     }
@@ -692,7 +722,7 @@ impl Searcher<'_> {
         counts: &mut StatusCounts,
         first_is_default: bool,
     ) -> Result<(Vec<(TileConfig, f64)>, bool)> {
-        self.prefetch_fresh(tiles.iter().map(|t| (family, *t)), &[*w], reps);
+        self.prefetch_fresh(tiles.iter().map(|t| (family, *t, *w)), reps);
         let mut timed: Vec<(TileConfig, f64)> = Vec::new();
         for (i, tile) in tiles.iter().enumerate() {
             let is_default = first_is_default && i == 0;

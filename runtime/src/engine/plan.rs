@@ -180,7 +180,7 @@ impl DecodePlanner {
         }
         let spec_tag = spec.sketch_tag();
         for &family in problem.method.families() {
-            bundle.resolve(family, &spec, 1)?;
+            bundle.resolve(family, &spec, 1, problem.method.selector())?;
         }
         let mut planner = DecodePlanner {
             id: NEXT_PLANNER_ID.fetch_add(1, Ordering::Relaxed),
@@ -228,16 +228,18 @@ impl DecodePlanner {
     }
 
     /// Every bundle artifact a step of the problem's method can launch from: the modules of
-    /// the rows of its kernel families at this specialization, every length bucket (sorted,
-    /// each once). Any plan's calls are in these.
+    /// the rows of its kernel families at this specialization, every length bucket, rows kept
+    /// for another selector left out (sorted, each once). Any plan's calls are in these.
     pub fn modules(&self) -> Vec<&str> {
         let spec = self.spec.sketch_tag();
         let families = self.problem.method.families();
+        let selector = self.problem.method.selector();
         let mut modules: Vec<&str> = self
             .bundle
             .rows()
             .iter()
             .filter(|r| r.spec == spec && families.contains(&r.family))
+            .filter(|r| r.selector.is_none() || r.selector == selector)
             .map(|r| r.module.as_str())
             .collect();
         modules.sort_unstable();
@@ -285,7 +287,7 @@ impl DecodePlanner {
     fn meta_tile_any(&self) -> Result<entkv_abi::MetaTile, EngineError> {
         match self
             .bundle
-            .resolve(KernelFamily::PageMeta, &self.spec, 1)?
+            .resolve(KernelFamily::PageMeta, &self.spec, 1, None)?
             .row
             .tile
         {
@@ -398,7 +400,8 @@ impl DecodePlanner {
 
         let mut chosen = Vec::new();
         let mut pick = |family: KernelFamily| -> Result<TableRow, EngineError> {
-            let r = self.bundle.resolve(family, &self.spec, tokens)?;
+            let selector = p.method.selector().filter(|s| family.selectors().contains(s));
+            let r = self.bundle.resolve(family, &self.spec, tokens, selector)?;
             chosen.push(ChosenKernel {
                 family,
                 tier: r.tier,
@@ -411,10 +414,10 @@ impl DecodePlanner {
             Method::Auto => {
                 let dense = self
                     .bundle
-                    .resolve(KernelFamily::DecodeDense, &self.spec, tokens)?;
+                    .resolve(KernelFamily::DecodeDense, &self.spec, tokens, None)?;
                 let cert = self
                     .bundle
-                    .resolve(KernelFamily::DecodeCertified, &self.spec, tokens)?;
+                    .resolve(KernelFamily::DecodeCertified, &self.spec, tokens, None)?;
                 match (&dense.row.source, &cert.row.source) {
                     (RowSource::Tuned { median_us: d }, RowSource::Tuned { median_us: c }) if c < d => {
                         Method::Certified
@@ -542,6 +545,7 @@ impl DecodePlanner {
                 KernelFamily::PageMeta,
                 &self.spec,
                 self.problem.max_pages as u64 * self.problem.page_size as u64,
+                None,
             )?
             .row
             .clone();

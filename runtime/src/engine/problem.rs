@@ -1,6 +1,6 @@
 //! What a decoder is created for, and the errors of the engine API.
 
-use entkv_abi::{BatchError, DType, DecodeSpec, KernelFamily, PagedSpec, SpecError};
+use entkv_abi::{BatchError, DType, DecodeSpec, KernelFamily, PagedSpec, Selector, SpecError};
 use entkv_bundle::BundleError;
 use thiserror::Error;
 
@@ -58,6 +58,16 @@ impl Method {
             Method::Certified => &[F::PageMeta, F::DecodeCertified],
             Method::CertifiedPruned => &[F::PageMeta, F::PageScoreBox, F::SelectTopk, F::DecodeCertified],
             Method::Auto => &[F::PageMeta, F::DecodeDense, F::DecodeCertified],
+        }
+    }
+
+    /// The selector whose selections the sparse decode reads (its bundle rows are picked for
+    /// it, [`KernelFamily::selectors`]); `None` for the methods without a sparse decode.
+    pub fn selector(&self) -> Option<Selector> {
+        match self {
+            Method::TopK { .. } => Some(Selector::Topk),
+            Method::Gaussian => Some(Selector::Gaussian),
+            _ => None,
         }
     }
 

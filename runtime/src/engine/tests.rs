@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use entkv_abi::{BatchError, DType, DecodeSpec, Elem, KernelFamily, PagedSpec, SpecError};
+use entkv_abi::{
+    BatchError, DType, DecodeSpec, Elem, KernelFamily, PagedSpec, Selector, SpecError, TileConfig,
+};
 use entkv_bundle::stub::{default_row, stub_bundle};
 use entkv_bundle::{Bucket, BundleError, RowSource, Tier};
 
@@ -323,6 +325,7 @@ fn tiers_and_auto_follow_the_bundle() {
     let s = spec_of(&p);
     let tuned = |f: KernelFamily, lo: u64, hi: u64, us: f64| entkv_bundle::TableRow {
         bucket: Bucket::Tokens { lo, hi },
+        selector: None,
         source: RowSource::Tuned { median_us: us },
         ..default_row(f, &s).unwrap()
     };
@@ -370,6 +373,61 @@ fn tiers_and_auto_follow_the_bundle() {
 }
 
 #[test]
+fn the_sparse_decode_row_follows_the_selector() {
+    // Rows tuned per selector: top-k and Gaussian steps each get their own; a row tuned for
+    // every selector (an older bundle) serves both.
+    let s = spec_of(&problem(Method::Gaussian));
+    let f = KernelFamily::DecodeSparse;
+    let tile = |newton_steps: u32| {
+        let TileConfig::Dense(mut t) = f.default_tile(&s) else {
+            unreachable!("the sparse decode takes a dense tile")
+        };
+        t.newton_steps = newton_steps;
+        TileConfig::Dense(t)
+    };
+    let row = |selector: Option<Selector>, tile: TileConfig| entkv_bundle::TableRow {
+        bucket: Bucket::Tokens { lo: 1, hi: 1 << 20 },
+        selector,
+        tile,
+        entries: tile.entries(f, &s).unwrap(),
+        source: RowSource::Tuned { median_us: 5.0 },
+        ..default_row(f, &s).unwrap()
+    };
+    let (lens, bt) = batch();
+    let sparse_tile = |bundle: &Arc<entkv_bundle::Bundle>, method: Method| {
+        let pl = DecodePlanner::new(&problem(method), bundle.clone(), 132).unwrap();
+        let plan = pl.plan(&lens, &bt).unwrap();
+        let k = plan.kernels.iter().find(|k| k.family == f).unwrap();
+        (k.tier, k.tile)
+    };
+    let per_selector = Arc::new(
+        stub_bundle(
+            &[s],
+            vec![
+                row(Some(Selector::Topk), tile(1)),
+                row(Some(Selector::Gaussian), tile(2)),
+            ],
+        )
+        .unwrap(),
+    );
+    let topk = Method::TopK { budget_pages: 3 };
+    assert_eq!(sparse_tile(&per_selector, topk), (Tier::Exact, tile(1)));
+    assert_eq!(
+        sparse_tile(&per_selector, Method::Gaussian),
+        (Tier::Exact, tile(2))
+    );
+    let shared = Arc::new(stub_bundle(&[s], vec![row(None, tile(1))]).unwrap());
+    assert_eq!(sparse_tile(&shared, topk), (Tier::Exact, tile(1)));
+    assert_eq!(sparse_tile(&shared, Method::Gaussian), (Tier::Exact, tile(1)));
+    // Only Gaussian rows: top-k takes the default rather than Gaussian's tile.
+    let gauss_only = Arc::new(stub_bundle(&[s], vec![row(Some(Selector::Gaussian), tile(2))]).unwrap());
+    assert_eq!(
+        sparse_tile(&gauss_only, topk),
+        (Tier::Default, f.default_tile(&s))
+    );
+}
+
+#[test]
 fn problem_spec_is_the_bundle_spec() {
     let p = problem(Method::Dense);
     let s = spec_of(&p);
@@ -405,6 +463,7 @@ fn device_check_accepts_the_target_and_newer() {
         &[spec_of(&p)],
         vec![entkv_bundle::TableRow {
             bucket: Bucket::Tokens { lo: 1, hi: 8 },
+            selector: None,
             source: RowSource::Tuned { median_us: 1.0 },
             ..default_row(KernelFamily::DecodeDense, &spec_of(&p)).unwrap()
         }],
