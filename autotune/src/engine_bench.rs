@@ -324,8 +324,9 @@ impl EngineCache {
         Ok(())
     }
 
-    /// Output, τ and support of the last step, and its selection (sparse methods).
-    pub fn outputs(&self, s: &Session) -> Result<(DenseOutputs, Option<Selection>)> {
+    /// Output, τ and support of the last step (its selection, up to 50 MB at 1M, is read apart
+    /// by [`EngineCache::selection`] when a check needs it).
+    pub fn outputs(&self, s: &Session) -> Result<DenseOutputs> {
         let heads = self.out.len() / self.paper.spec.decode.head_dim as usize;
         let tau = s.slot("tau")?.context("workspace has no `tau`")?;
         let support = s.slot("support")?.context("workspace has no `support`")?;
@@ -334,7 +335,7 @@ impl EngineCache {
             tau: tau[..heads].iter().map(|&b| f32::from_bits(b) as f64).collect(),
             support: support[..heads].iter().map(|&s| s as i32 as i64).collect(),
         };
-        Ok((got, self.selection(s)?))
+        Ok(got)
     }
 
     /// The selection of `s`'s last step (`None` for methods that select no pages).
@@ -367,7 +368,7 @@ impl EngineCache {
 
     /// Run the step on a NaN-poisoned output (a head it fails to write cannot pass) and read
     /// the results back.
-    pub fn run_outputs(&mut self, gpu: &Gpu, s: &Session) -> Result<(DenseOutputs, Option<Selection>)> {
+    pub fn run_outputs(&mut self, gpu: &Gpu, s: &Session) -> Result<DenseOutputs> {
         self.out.fill_bytes(0xff)?;
         self.run(gpu, s)?;
         self.outputs(s)
@@ -376,10 +377,10 @@ impl EngineCache {
     /// Run the step and compare `samples` sampled heads with the float64 reference (entmax over
     /// each head's selection for the selectors, full cache otherwise).
     pub fn check(&mut self, gpu: &Gpu, s: &Session, samples: usize) -> Result<DenseCheck> {
-        let (got, sel) = self.run_outputs(gpu, s)?;
+        let got = self.run_outputs(gpu, s)?;
         let selected = matches!(s.step.plan().method, Method::TopK { .. } | Method::Gaussian);
-        self.paper
-            .check_sampled(&got, samples, if selected { sel.as_ref() } else { None })
+        let sel = if selected { self.selection(s)? } else { None };
+        self.paper.check_sampled(&got, samples, sel.as_ref())
     }
 
     /// The calls of `step` that belong to `family` (the metadata build for `PageMeta`).

@@ -399,6 +399,7 @@ impl GpuBackend {
                 tile: c.family.default_tile(&c.spec),
                 ..*c
             };
+            let t = Instant::now();
             let s = self.session(&default, 0, method)?;
             let gpu = self.gpu.clone();
             let cache = &mut self.bucket.as_mut().expect("entered").caches[0];
@@ -409,25 +410,37 @@ impl GpuBackend {
                     c.family
                 )));
             }
-            let (out, _) = cache.outputs(&s).map_err(launch)?;
+            let out = cache.outputs(&s).map_err(launch)?;
             self.bucket
                 .as_mut()
                 .expect("entered")
                 .default_out
                 .insert(key.clone(), out);
+            self.add_phase("(in verify, bucket shape) defaults against the reference", t);
         }
+        let t = Instant::now();
         let s = self.session(c, 0, method)?;
+        self.add_phase("(in verify, bucket shape) sessions", t);
+        let t = Instant::now();
         let gpu = self.gpu.clone();
         let bucket = self.bucket.as_mut().expect("entered");
-        let (got, _) = bucket.caches[0].run_outputs(&gpu, &s).map_err(launch)?;
+        let got = bucket.caches[0].run_outputs(&gpu, &s).map_err(launch)?;
         let (rel, tau) = agreement(&got, &bucket.default_out[&key], d);
-        if rel <= AGREE_REL && tau <= 1e-4 && got.support.iter().all(|&s| s > 0) {
+        let agrees = rel <= AGREE_REL && tau <= 1e-4 && got.support.iter().all(|&s| s > 0);
+        self.add_phase("(in verify, bucket shape) runs and read-backs", t);
+        if agrees {
             return Ok(());
         }
         // Different from the default (e.g. another selection after a tie): the reference decides.
+        let t = Instant::now();
+        let bucket = self.bucket.as_mut().expect("entered");
         let check = bucket.caches[0]
             .check(&gpu, &s, REFERENCE_SAMPLES)
             .map_err(launch)?;
+        self.add_phase(
+            "(in verify, bucket shape) candidates unlike the default against the reference",
+            t,
+        );
         if check.passed {
             Ok(())
         } else {
