@@ -14,12 +14,13 @@ use entkv_kernels::data::{normal, Tensor};
 use entkv_kernels::fill::value_at;
 use entkv_kernels::peaked::{first_query, PeakedKeys};
 use entkv_kernels::pipelines::{decode_pipeline, DecodeKind, Pipeline};
-use entkv_kernels::reference::{attend, attend_softmax, DecodeReference, HeadReference};
+use entkv_kernels::reference::{attend_scores, attend_softmax, scores, DecodeReference, HeadReference};
 use entkv_runtime::Gpu;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// How a device cache's keys are generated; values are iid N(0, 1) either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -154,6 +155,8 @@ pub struct PaperCache {
     pub keys: DeviceKeys,
     /// The generator of the keys when they are peaked (its twin regenerates rows).
     peaked: Option<PeakedKeys>,
+    /// Every token's score per checked head ([`PaperCache::scores`]).
+    score_memo: Mutex<HashMap<usize, Arc<Vec<f64>>>>,
 }
 
 impl PaperCache {
@@ -232,6 +235,7 @@ impl PaperCache {
             dev,
             keys,
             peaked,
+            score_memo: Mutex::new(HashMap::new()),
         })
     }
 
@@ -271,33 +275,63 @@ impl PaperCache {
     }
 
     /// Full-cache float64 reference of head `hd` (= b·q_heads + h) over `tokens` (all when
-    /// `None`), from K/V regenerated on the host.
+    /// `None`), from K/V regenerated on the host: the head's scores over every token once per
+    /// cache ([`PaperCache::scores`]), V rows for the support only.
     pub fn reference(&self, hd: usize, tokens: Option<&[usize]>) -> Result<HeadReference> {
+        let q_heads = self.shape.q_heads(&self.spec) as usize;
+        let d = self.spec.decode.head_dim as usize;
+        let (b, kvh) = (hd / q_heads, hd % q_heads / self.spec.decode.group as usize);
+        let all = self.scores(hd)?;
+        let (s, toks): (Vec<f64>, Vec<usize>) = match tokens {
+            Some(t) => {
+                self.check_tokens(t)?;
+                (t.iter().map(|&j| all[j]).collect(), t.to_vec())
+            }
+            None => (all.to_vec(), (0..self.n as usize).collect()),
+        };
+        attend_scores(&s, d, self.spec.decode.alpha, |support| {
+            let rows: Vec<usize> = support.iter().map(|&i| toks[i]).collect();
+            self.value_rows(b, kvh, &rows)
+        })
+    }
+
+    /// Scores `q·k_t/√d + bias_t` of head `hd` over every token, computed on first use and kept:
+    /// the checks of every method at one bucket sample the same heads, and regenerating a
+    /// million keys per check made the tuner's verification most of its run (22 of 59 s at
+    /// `paper`, 92 of 200 s at `wide`; results/2026-11-30-preload/3-verify-time-db1039b).
+    fn scores(&self, hd: usize) -> Result<Arc<Vec<f64>>> {
+        if let Some(s) = self.score_memo.lock().expect("score memo").get(&hd) {
+            return Ok(s.clone());
+        }
         let q_heads = self.shape.q_heads(&self.spec) as usize;
         let d = self.spec.decode.head_dim as usize;
         let (b, h) = (hd / q_heads, hd % q_heads);
         let kvh = h / self.spec.decode.group as usize;
-        let all: Vec<usize> = (0..self.n as usize).collect();
-        let toks = tokens.unwrap_or(&all);
-        let keys = self.key_rows(b, kvh, toks)?;
-        let values = self.value_rows(b, kvh, toks)?;
-        let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
-        let vr: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
-        let bias: Vec<f64> = if self.spec.alibi {
-            let slope = (-8.0 * (h + 1) as f64 / q_heads as f64).exp2() as f32 as f64;
-            toks.iter()
-                .map(|&t| slope * (t as f64 - (self.n as f64 - 1.0)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok(attend(
-            &self.q.values[hd * d..][..d],
-            &kr,
-            &vr,
-            &bias,
-            self.spec.decode.alpha,
-        ))
+        let q = &self.q.values[hd * d..][..d];
+        let slope = (-8.0 * (h + 1) as f64 / q_heads as f64).exp2() as f32 as f64;
+        let n = self.n as usize;
+        let mut out = Vec::with_capacity(n);
+        // In blocks, so a million key rows are never alive at once.
+        let all: Vec<usize> = (0..n).collect();
+        for block in all.chunks(1 << 16) {
+            let keys = self.key_rows(b, kvh, block)?;
+            let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
+            let bias: Vec<f64> = if self.spec.alibi {
+                block
+                    .iter()
+                    .map(|&t| slope * (t as f64 - (self.n as f64 - 1.0)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            out.extend(scores(q, &kr, &bias));
+        }
+        let out = Arc::new(out);
+        self.score_memo
+            .lock()
+            .expect("score memo")
+            .insert(hd, out.clone());
+        Ok(out)
     }
 
     /// Allocate a pipeline's workspace and outputs (poisoned).

@@ -151,15 +151,38 @@ pub fn weighted_sum(w: &[f64], values: &[&[f64]], d: usize) -> Vec<f64> {
 /// Entmax attention of one query in float64: `z_j = (α−1)·(q·k_j/√d + bias_j)`,
 /// `o = Σ_j p_j v_j`. `bias` is the ALiBi term in score units (empty for none).
 pub fn attend(q: &[f64], keys: &[&[f64]], values: &[&[f64]], bias: &[f64], alpha: Alpha) -> HeadReference {
-    let a1 = alpha.value() - 1.0;
-    let z: Vec<f64> = scores(q, keys, bias).into_iter().map(|s| a1 * s).collect();
-    let (p, tau) = entmax(&z, alpha);
-    HeadReference {
-        out: weighted_sum(&p, values, q.len()),
-        tau,
-        support: p.iter().filter(|&&x| x > 0.0).count(),
-        z,
+    let rows = |support: &[usize]| -> Result<Vec<Vec<f64>>, std::convert::Infallible> {
+        Ok(support.iter().map(|&j| values[j].to_vec()).collect())
+    };
+    match attend_scores(&scores(q, keys, bias), q.len(), alpha, rows) {
+        Ok(r) => r,
+        Err(never) => match never {},
     }
+}
+
+/// [`attend`] from the scores `s_j = q·k_j/√d + bias_j`, reading only the value rows of the
+/// support (`value_rows(support)`, token indices ascending): a reference over a million tokens
+/// then builds the few rows entmax keeps instead of every one. The sum runs over the support in
+/// index order, as [`weighted_sum`] does over all rows.
+pub fn attend_scores<E>(
+    s: &[f64],
+    d: usize,
+    alpha: Alpha,
+    value_rows: impl FnOnce(&[usize]) -> Result<Vec<Vec<f64>>, E>,
+) -> Result<HeadReference, E> {
+    let a1 = alpha.value() - 1.0;
+    let z: Vec<f64> = s.iter().map(|&x| a1 * x).collect();
+    let (p, tau) = entmax(&z, alpha);
+    let support: Vec<usize> = (0..p.len()).filter(|&j| p[j] > 0.0).collect();
+    let rows = value_rows(&support)?;
+    let weights: Vec<f64> = support.iter().map(|&j| p[j]).collect();
+    let rows: Vec<&[f64]> = rows.iter().map(Vec::as_slice).collect();
+    Ok(HeadReference {
+        out: weighted_sum(&weights, &rows, d),
+        tau,
+        support: support.len(),
+        z,
+    })
 }
 
 /// Softmax attention of one query in float64: `s_j = q·k_j/√d + bias_j`,
@@ -228,6 +251,43 @@ mod tests {
                     assert!((s - 1.0).abs() < 1e-10, "sum {s}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn scores_first_reads_only_the_support_values() {
+        // attend_scores asks for the support's rows only, and gives attend's result bit for bit
+        // from the scores of any key rows.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let (n, d) = (500, 8);
+        let keys: Vec<Vec<f64>> = (0..n)
+            .map(|_| (0..d).map(|_| rng.gen_range(-3.0..3.0)).collect())
+            .collect();
+        let values: Vec<Vec<f64>> = (0..n)
+            .map(|_| (0..d).map(|_| rng.gen_range(-1.0..1.0)).collect())
+            .collect();
+        let q: Vec<f64> = (0..d).map(|_| rng.gen_range(-2.0..2.0)).collect();
+        let kr: Vec<&[f64]> = keys.iter().map(Vec::as_slice).collect();
+        let vr: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+        for alpha in [Alpha::Two, Alpha::ThreeHalves, Alpha::new(1.25).unwrap()] {
+            let full = attend(&q, &kr, &vr, &[], alpha);
+            let mut asked = Vec::new();
+            let r = attend_scores(&scores(&q, &kr, &[]), d, alpha, |sup| {
+                asked = sup.to_vec();
+                Ok::<_, ()>(sup.iter().map(|&j| values[j].clone()).collect())
+            })
+            .unwrap();
+            let support: Vec<usize> = (0..n).filter(|&j| full.z[j] > full.tau).collect();
+            assert!(
+                !support.is_empty() && support.len() < n / 2,
+                "{alpha:?}: {}",
+                support.len()
+            );
+            assert_eq!(asked, support);
+            assert_eq!(
+                (r.out, r.tau, r.support, r.z),
+                (full.out, full.tau, full.support, full.z)
+            );
         }
     }
 
