@@ -696,30 +696,41 @@ fn refinement_finds_knobs_that_only_win_together() {
         .any(|t| t.tag() == r.chosen.as_ref().unwrap().tag));
 }
 
-#[test]
-fn a_run_writes_a_verified_tuned_bundle_and_its_summary() {
+/// `autotune --alpha 1.5 --head-dim 32 --kernels K --contexts C [more] --out OUT`.
+fn tune_cli(kernels: &str, contexts: &str, more: &[&str], out: &Path) -> entkv_autotune::tune::args::Cli {
     use clap::Parser;
-    use entkv_autotune::tune::args::{run, Cli};
-    use entkv_bundle::{Bundle, RowSource, Tier};
-    let dir = tmp("run");
-    let out = dir.join("bundle");
-    let cli = Cli::try_parse_from([
+    let base = [
         "autotune",
         "--alpha",
         "1.5",
         "--head-dim",
         "32",
         "--kernels",
-        "select_topk",
+        kernels,
         "--contexts",
+        contexts,
+    ];
+    let args = base
+        .iter()
+        .chain(more)
+        .copied()
+        .chain(["--out", out.to_str().unwrap()]);
+    entkv_autotune::tune::args::Cli::try_parse_from(args).unwrap()
+}
+
+#[test]
+fn a_run_writes_a_verified_tuned_bundle_and_its_summary() {
+    use entkv_autotune::tune::args::run;
+    use entkv_bundle::{Bundle, RowSource, Tier};
+    let dir = tmp("run");
+    let out = dir.join("bundle");
+    let cache = dir.join("cache");
+    let cli = tune_cli(
+        "select_topk",
         "32k,1M",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-        "--cache-dir",
-        dir.join("cache").to_str().unwrap(),
-    ])
-    .unwrap();
+        &["--json", "--cache-dir", cache.to_str().unwrap()],
+        &out,
+    );
     let fast = "t1024_i16";
     let mut b = Fake::new(move |f, t| if t == fast { 50.0 } else { spread(f, t).max(80.0) });
     let mut notes = Vec::new();
@@ -768,27 +779,11 @@ fn the_sparse_decode_gets_a_row_per_selector() {
     // Each selector's step times its own tile fastest: the search runs the sparse decode once
     // per selector, in that selector's workload only, and the bundle resolves each selector to
     // its winner (and a caller without a selector to the default).
-    use clap::Parser;
-    use entkv_autotune::tune::args::{run, Cli};
+    use entkv_autotune::tune::args::run;
     use entkv_bundle::{Bundle, RowSource, Tier};
     let dir = tmp("per-selector");
     let out = dir.join("bundle");
-    let cli = Cli::try_parse_from([
-        "autotune",
-        "--alpha",
-        "1.5",
-        "--head-dim",
-        "32",
-        "--kernels",
-        "decode_sparse",
-        "--contexts",
-        "32k",
-        "--no-refine",
-        "--no-cache",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .unwrap();
+    let cli = tune_cli("decode_sparse", "32k", &["--no-refine", "--no-cache"], &out);
     let f = KernelFamily::DecodeSparse;
     let space = entkv_autotune::tune::space::family_space(f, &spec(), &Default::default()).unwrap();
     let tags: Vec<String> = space.valid.iter().map(|t| t.tag()).collect();
@@ -825,6 +820,11 @@ fn the_sparse_decode_gets_a_row_per_selector() {
         r.tier,
         Tier::Default,
         "rows kept per selector serve only their selector"
+    );
+    let table = entkv_autotune::bundle_cmd::table_text(&bundle);
+    assert!(
+        table.contains("decode_sparse (topk)") && table.contains("decode_sparse (gaussian)"),
+        "{table}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
