@@ -74,6 +74,15 @@ impl KernelFamily {
         }
     }
 
+    /// The selector keys of this family's tuned rows: one per selector it reads, or `[None]`
+    /// for a family that reads no selection.
+    pub fn selector_keys(self) -> Vec<Option<Selector>> {
+        match self.selectors() {
+            [] => vec![None],
+            s => s.iter().copied().map(Some).collect(),
+        }
+    }
+
     /// The untuned tile of this family for `spec`.
     pub fn default_tile(self, spec: &PagedSpec) -> TileConfig {
         match self {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
-use entkv_abi::{DType, KernelFamily, PagedSpec, Selector};
+use entkv_abi::{DType, KernelFamily, PagedSpec};
 use entkv_bundle::Bundle;
 use entkv_runtime::engine::{BoundCall, Decoder, Method, ModuleCache, Problem, StepPlan};
 use entkv_runtime::{gpu_unavailable_reason, Gpu, GpuTimer};
@@ -532,15 +532,9 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
     let mut records = Vec::new();
     let elapsed = || format!("[{:7.1} s]", t0.elapsed().as_secs_f64());
     for &n in &lengths {
-        let selectors = |f: KernelFamily| -> Vec<Option<Selector>> {
-            match f.selectors() {
-                [] => vec![None],
-                s => s.iter().copied().map(Some).collect(),
-            }
-        };
         let tiers: Vec<String> = KernelFamily::ALL
             .into_iter()
-            .flat_map(|f| selectors(f).into_iter().map(move |s| (f, s)))
+            .flat_map(|f| f.selector_keys().into_iter().map(move |s| (f, s)))
             .filter_map(|(f, s)| {
                 let of = s.map(|s| format!(" ({s})")).unwrap_or_default();
                 bundle

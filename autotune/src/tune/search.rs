@@ -331,11 +331,7 @@ pub fn run_search(
         let space = family_space(family, &opts.spec, &opts.limits).map_err(anyhow::Error::msg)?;
         let tiles = order(opts.strategy, family, &space.valid, opts.seed, opts.max_evals);
         // A family that reads a selection is searched once per selector: each gets its row.
-        let selectors: Vec<Option<Selector>> = match family.selectors() {
-            [] => vec![None],
-            s => s.iter().copied().map(Some).collect(),
-        };
-        for selector in selectors {
+        for selector in family.selector_keys() {
             plans.push(Plan {
                 space: space.clone(),
                 tiles: tiles.clone(),

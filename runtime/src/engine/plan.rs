@@ -180,7 +180,7 @@ impl DecodePlanner {
         }
         let spec_tag = spec.sketch_tag();
         for &family in problem.method.families() {
-            bundle.resolve(family, &spec, 1, problem.method.selector())?;
+            bundle.resolve(family, &spec, 1, problem.method.selector_for(family))?;
         }
         let mut planner = DecodePlanner {
             id: NEXT_PLANNER_ID.fetch_add(1, Ordering::Relaxed),
@@ -400,7 +400,7 @@ impl DecodePlanner {
 
         let mut chosen = Vec::new();
         let mut pick = |family: KernelFamily| -> Result<TableRow, EngineError> {
-            let selector = p.method.selector().filter(|s| family.selectors().contains(s));
+            let selector = p.method.selector_for(family);
             let r = self.bundle.resolve(family, &self.spec, tokens, selector)?;
             chosen.push(ChosenKernel {
                 family,

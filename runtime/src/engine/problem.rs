@@ -71,6 +71,12 @@ impl Method {
         }
     }
 
+    /// The selector whose bundle rows serve `family` in this method's steps (`None` when the
+    /// family reads no selection).
+    pub fn selector_for(&self, family: KernelFamily) -> Option<Selector> {
+        self.selector().filter(|s| family.selectors().contains(s))
+    }
+
     /// Whether steps read page metadata (so `append` must keep it current).
     pub fn uses_metadata(&self) -> bool {
         !matches!(self, Method::Dense)
