@@ -267,6 +267,10 @@ impl GpuBackend {
     /// Make the bucket's caches current (dropping the previous bucket's first).
     fn enter_bucket(&mut self, spec: &PagedSpec, w: &Workload) -> Result<(), EvalError> {
         let tag = spec.sketch_tag();
+        // The caches, and the defaults' checked outputs on them, serve every selector's search:
+        // keyed by the selector, the state was rebuilt each time the search moved between
+        // families, and every default was checked against the float64 reference again.
+        let w = &Workload { selector: None, ..*w };
         if self
             .bucket
             .as_ref()
