@@ -83,6 +83,14 @@ impl KernelFamily {
         }
     }
 
+    /// `decode_dense`, or `decode_sparse (topk)` for rows kept for one selector (tables, logs).
+    pub fn label(self, selector: Option<Selector>) -> String {
+        match selector {
+            Some(s) => format!("{self} ({s})"),
+            None => self.to_string(),
+        }
+    }
+
     /// The untuned tile of this family for `spec`.
     pub fn default_tile(self, spec: &PagedSpec) -> TileConfig {
         match self {

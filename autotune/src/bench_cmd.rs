@@ -536,11 +536,10 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             .into_iter()
             .flat_map(|f| f.selector_keys().into_iter().map(move |s| (f, s)))
             .filter_map(|(f, s)| {
-                let of = s.map(|s| format!(" ({s})")).unwrap_or_default();
                 bundle
                     .resolve(f, &spec, n, s)
                     .ok()
-                    .map(|r| format!("{f}{of} {} {}", r.tier, r.row.tile.tag()))
+                    .map(|r| format!("{} {} {}", f.label(s), r.tier, r.row.tile.tag()))
             })
             .collect();
         eprintln!("{} n = {n}: {}", elapsed(), tiers.join("; "));

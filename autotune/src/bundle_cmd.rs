@@ -373,10 +373,7 @@ pub fn table_text(bundle: &Bundle) -> String {
         .iter()
         .map(|r| {
             [
-                match r.selector {
-                    Some(sel) => format!("{} ({sel})", r.family),
-                    None => r.family.to_string(),
-                },
+                r.family.label(r.selector),
                 r.spec.clone(),
                 r.bucket.to_string(),
                 r.tile.tag(),

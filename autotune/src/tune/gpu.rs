@@ -543,11 +543,10 @@ fn methods_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32)
     match family {
         KernelFamily::DecodeDense => vec![Method::Dense],
         KernelFamily::PageScoreBox | KernelFamily::SelectTopk => vec![topk],
-        KernelFamily::DecodeSparse => match selector {
-            Some(Selector::Topk) => vec![topk],
-            Some(Selector::Gaussian) => vec![Method::Gaussian],
-            None => vec![topk, Method::Gaussian],
-        },
+        KernelFamily::DecodeSparse => [topk, Method::Gaussian]
+            .into_iter()
+            .filter(|m| selector.is_none_or(|s| m.selector() == Some(s)))
+            .collect(),
         KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![Method::Gaussian],
         KernelFamily::DecodeCertified | KernelFamily::PageMeta => vec![Method::Certified],
     }

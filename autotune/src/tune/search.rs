@@ -237,10 +237,7 @@ pub struct BucketResult {
 impl BucketResult {
     /// `decode_dense`, or `decode_sparse (topk)` for a family tuned per selector.
     pub fn label(&self) -> String {
-        match self.workload.selector {
-            Some(s) => format!("{} ({s})", self.family),
-            None => self.family.to_string(),
-        }
+        self.family.label(self.workload.selector)
     }
 
     /// Default median over the winner's: how much faster the winner is.
