@@ -274,13 +274,19 @@ impl PaperCache {
             .collect()
     }
 
+    /// Sequence, query head and KV head of head `hd` (= b·q_heads + h).
+    fn head(&self, hd: usize) -> (usize, usize, usize) {
+        let q_heads = self.shape.q_heads(&self.spec) as usize;
+        let h = hd % q_heads;
+        (hd / q_heads, h, h / self.spec.decode.group as usize)
+    }
+
     /// Full-cache float64 reference of head `hd` (= b·q_heads + h) over `tokens` (all when
     /// `None`), from K/V regenerated on the host: the head's scores over every token once per
     /// cache ([`PaperCache::scores`]), V rows for the support only.
     pub fn reference(&self, hd: usize, tokens: Option<&[usize]>) -> Result<HeadReference> {
-        let q_heads = self.shape.q_heads(&self.spec) as usize;
         let d = self.spec.decode.head_dim as usize;
-        let (b, kvh) = (hd / q_heads, hd % q_heads / self.spec.decode.group as usize);
+        let (b, _, kvh) = self.head(hd);
         let all = self.scores(hd)?;
         let (s, toks): (Vec<f64>, Vec<usize>) = match tokens {
             Some(t) => {
@@ -305,8 +311,7 @@ impl PaperCache {
         }
         let q_heads = self.shape.q_heads(&self.spec) as usize;
         let d = self.spec.decode.head_dim as usize;
-        let (b, h) = (hd / q_heads, hd % q_heads);
-        let kvh = h / self.spec.decode.group as usize;
+        let (b, h, kvh) = self.head(hd);
         let q = &self.q.values[hd * d..][..d];
         let slope = (-8.0 * (h + 1) as f64 / q_heads as f64).exp2() as f32 as f64;
         let n = self.n as usize;
@@ -405,9 +410,7 @@ impl PaperCache {
 
     /// Tokens of head `hd`'s selection.
     pub fn selected_tokens(&self, hd: usize, sel: &Selection) -> Result<Vec<usize>> {
-        let q_heads = self.shape.q_heads(&self.spec) as usize;
-        let (b, h) = (hd / q_heads, hd % q_heads);
-        let kvh = h / self.spec.decode.group as usize;
+        let (b, _, kvh) = self.head(hd);
         let row = b * self.shape.kv_heads as usize + kvh;
         let mp = self.shape.max_pages as usize;
         let count = *sel
@@ -479,7 +482,6 @@ impl PaperCache {
     /// on one thread each. A head with a non-finite output scores infinity.
     pub fn check_softmax_selection(&self, out: &[f64], samples: usize, sel: &Selection) -> Result<f64> {
         let d = self.spec.decode.head_dim as usize;
-        let q_heads = self.shape.q_heads(&self.spec) as usize;
         let sample = self.sample(samples);
         let toks = sample
             .iter()
@@ -491,8 +493,7 @@ impl PaperCache {
                 .zip(&toks)
                 .map(|(&hd, toks)| {
                     s.spawn(move || {
-                        let (b, h) = (hd / q_heads, hd % q_heads);
-                        let kvh = h / self.spec.decode.group as usize;
+                        let (b, _, kvh) = self.head(hd);
                         let keys = self.key_rows(b, kvh, toks)?;
                         let values = self.value_rows(b, kvh, toks)?;
                         let kr: Vec<&[f64]> = keys.iter().map(|v| v.as_slice()).collect();
