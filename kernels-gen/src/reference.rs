@@ -256,8 +256,8 @@ mod tests {
 
     #[test]
     fn scores_first_reads_only_the_support_values() {
-        // attend_scores asks for the support's rows only, and gives attend's result bit for bit
-        // from the scores of any key rows.
+        // attend_scores asks for the support's rows only, and its support-only sum equals, bit
+        // for bit, the sum over every row with the entmax weights (zeros included).
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
         let (n, d) = (500, 8);
         let keys: Vec<Vec<f64>> = (0..n)
@@ -269,24 +269,26 @@ mod tests {
         let q: Vec<f64> = (0..d).map(|_| rng.gen_range(-2.0..2.0)).collect();
         let kr: Vec<&[f64]> = keys.iter().map(Vec::as_slice).collect();
         let vr: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+        let s = scores(&q, &kr, &[]);
         for alpha in [Alpha::Two, Alpha::ThreeHalves, Alpha::new(1.25).unwrap()] {
-            let full = attend(&q, &kr, &vr, &[], alpha);
-            let mut asked = Vec::new();
-            let r = attend_scores(&scores(&q, &kr, &[]), d, alpha, |sup| {
-                asked = sup.to_vec();
-                Ok::<_, ()>(sup.iter().map(|&j| values[j].clone()).collect())
-            })
-            .unwrap();
-            let support: Vec<usize> = (0..n).filter(|&j| full.z[j] > full.tau).collect();
+            let z: Vec<f64> = s.iter().map(|&x| (alpha.value() - 1.0) * x).collect();
+            let (p, tau) = entmax(&z, alpha);
+            let support: Vec<usize> = (0..n).filter(|&j| p[j] > 0.0).collect();
             assert!(
                 !support.is_empty() && support.len() < n / 2,
                 "{alpha:?}: {}",
                 support.len()
             );
+            let mut asked = Vec::new();
+            let r = attend_scores(&s, d, alpha, |sup| {
+                asked = sup.to_vec();
+                Ok::<_, ()>(sup.iter().map(|&j| values[j].clone()).collect())
+            })
+            .unwrap();
             assert_eq!(asked, support);
             assert_eq!(
                 (r.out, r.tau, r.support, r.z),
-                (full.out, full.tau, full.support, full.z)
+                (weighted_sum(&p, &vr, d), tau, support.len(), z)
             );
         }
     }
