@@ -33,6 +33,9 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// per-selector rows, read and re-serialized unchanged.
 pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
+/// The first schema whose rows may name a selector.
+pub const SELECTOR_SCHEMA_VERSION: u32 = 2;
+
 /// The manifest's file name inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 

@@ -3,7 +3,7 @@
 
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
-    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION,
+    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SELECTOR_SCHEMA_VERSION,
 };
 use entkv_abi::{
     check_group, check_head_dim, check_page_size, Alpha, PagedSpec, Selector, SUPPORTED_SKETCH_BITS,
@@ -230,9 +230,9 @@ pub(crate) fn check_consistency(
             )
         };
         check_row(row, &specs, &artifacts).or_else(|e| corrupt(format!("{}: {e}", at())))?;
-        if row.selector.is_some() && manifest.schema_version < 2 {
+        if row.selector.is_some() && manifest.schema_version < SELECTOR_SCHEMA_VERSION {
             return corrupt(format!(
-                "{}: a selector needs schema version 2, the manifest has {}",
+                "{}: a selector needs schema version {SELECTOR_SCHEMA_VERSION}, the manifest has {}",
                 at(),
                 manifest.schema_version
             ));
