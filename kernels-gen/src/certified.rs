@@ -784,58 +784,58 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         head,
     };
     let kept_out = outs_b.3;
-    let run = |k: &mut KernelBuilder, src: &Source, lb_store: Buf, staged: bool| {
+    let run = |k: &mut KernelBuilder, src: &Source| {
+        let lb_store = src.scores();
         // 1. τ_lb, the threshold of the lower bounds (≤ τ).
         let tau_lb = solve_tau(k, ds, src, g.bound, scratch.red);
         // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
         //    leaves the active set.
         let cut = k.let_("cut", tau_lb - tau_lb.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL));
-        let kept = k.let_typed("kept", Scalar::I32, 0);
-        let locate_store = |k: &mut KernelBuilder, i: Expr| -> Expr {
-            if staged {
-                i
-            } else {
-                g.locate_element(k, i).e()
-            }
-        };
-        // Rounds of `row_groups` candidates: the loop is warp-uniform, so the lane reduction
-        // of the rescoring dot product never runs with inactive lanes.
-        k.for_("r0", 0i32, g.total, row_groups as i32, |k, r0| {
-            let i = k.let_("i", r0 + rg.i32());
-            let inside = k.let_("inside", i.lt(g.total));
-            let i_safe = k.let_("i_safe", select(inside, i, 0i32));
-            let at = locate_store(k, i_safe.e());
-            let src_at = if staged { i_safe.e() } else { at.clone() };
-            let (ub, idx) = g.read_ub_idx(k, staged, src_at);
-            let keep = k.let_("keep", inside.and(ub.gt(cut)));
-            let row = rows.row(k, idx.i64());
-            let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
-            k.if_(keep, |k| {
-                for (j, v) in k
-                    .load_vec("k", keys, row + (rl * dims).i64(), dims)
-                    .into_iter()
-                    .enumerate()
-                {
-                    k.assign(kvals[j], v);
-                }
-            });
-            let dot = kvals
-                .iter()
-                .zip(&qs)
-                .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
-            let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
-            let alibi = match slope {
-                Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
-                None => f32c(0.0),
-            };
-            let z = select(keep, dots[0] + alibi, f32c(f64::NEG_INFINITY));
-            k.if_(inside.and(rl.eq_(0u32)), |k| {
-                k.store(lb_store, at, z);
-                k.assign(kept, kept + select(keep, 1i32, 0i32));
-            });
-        });
-        k.barrier(); // the rescored values are read by every thread below
-        let kept_total = k.block_allreduce(Reduce::Sum, kept, scratch.red_i);
+        // Only the kept candidates load K rows: the others leave the active set here, and the
+        // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
+        // (each round's lane reduction runs with the whole warp).
+        let kept_total = src.for_each_where(
+            k,
+            scratch.list,
+            scratch.red_i,
+            rg.e(),
+            row_groups,
+            &|k, i, c| {
+                let keep = k.let_("keep", c.ub.gt(cut));
+                k.if_(keep.not(), |k| {
+                    let at = src.element(k, i.e());
+                    k.store(lb_store, at, f32c(f64::NEG_INFINITY));
+                });
+                keep.e()
+            },
+            &|k, i, inside| {
+                let idx = src.read_idx(k, i.e());
+                let row = rows.row(k, idx.i64());
+                let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
+                k.if_(inside, |k| {
+                    for (j, v) in k
+                        .load_vec("k", keys, row + (rl * dims).i64(), dims)
+                        .into_iter()
+                        .enumerate()
+                    {
+                        k.assign(kvals[j], v);
+                    }
+                });
+                let dot = kvals
+                    .iter()
+                    .zip(&qs)
+                    .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
+                let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
+                let alibi = match slope {
+                    Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
+                    None => f32c(0.0),
+                };
+                k.if_(inside.and(rl.eq_(0u32)), |k| {
+                    let at = src.element(k, i.e());
+                    k.store(lb_store, at, dots[0] + alibi);
+                });
+            },
+        );
         // 3. τ over the kept set (which holds the support), starting from τ_lb ≤ τ.
         let tau = solve_tau(k, ds, src, tau_lb, scratch.red);
         write_output(k, ds, src, tau, values, &rows, outs, &scratch);
@@ -846,10 +846,9 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         g.total.le(g.capacity as i32),
         |k| {
             g.stage(k);
-            let sz = g.staged_z();
-            run(k, &g.staged, sz, true);
+            run(k, &g.staged);
         },
-        |k| run(k, &g.global, inputs.z, false),
+        |k| run(k, &g.global),
     );
     Ok(k.finish()?)
 }

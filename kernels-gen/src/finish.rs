@@ -75,6 +75,54 @@ pub enum Source {
 }
 
 impl Source {
+    /// How many candidates there are (i32, block-uniform).
+    pub fn total(&self) -> Var {
+        match *self {
+            Source::Shared { total, .. } | Source::Global { total, .. } => total,
+        }
+    }
+
+    /// The scores (lower bounds) array: the staging array, or the workspace's.
+    pub fn scores(&self) -> Buf {
+        match *self {
+            Source::Shared { z, .. } | Source::Global { z, .. } => z,
+        }
+    }
+
+    /// Where flat candidate `i` lives: `i` itself in the staging arrays, else its workspace
+    /// element.
+    pub fn element(&self, k: &mut KernelBuilder, i: Expr) -> Expr {
+        match *self {
+            Source::Global { locate, .. } => locate.element(k, i).e(),
+            Source::Shared { .. } => i,
+        }
+    }
+
+    /// Flat candidate `i` (i32).
+    pub fn read(&self, k: &mut KernelBuilder, i: Expr) -> Cand {
+        let (Source::Shared { z, ub, idx, .. } | Source::Global { z, ub, idx, .. }) = *self;
+        let at = self.element(k, i);
+        let zv = k.let_("cz", z.at(at.clone()));
+        let uv = match ub {
+            Some(u) => k.let_("cu", u.at(at.clone())),
+            None => zv,
+        };
+        let iv = k.let_("ci", idx.at(at));
+        Cand {
+            z: zv,
+            ub: uv,
+            idx: iv,
+        }
+    }
+
+    /// The token position of flat candidate `i` (i32) — not its score, which a finish pass
+    /// may be rewriting.
+    pub fn read_idx(&self, k: &mut KernelBuilder, i: Expr) -> Var {
+        let (Source::Shared { idx, .. } | Source::Global { idx, .. }) = *self;
+        let at = self.element(k, i);
+        k.let_("ci", idx.at(at))
+    }
+
     /// Emit `body(candidate)` for every candidate, candidate `i` going to worker `i % workers`.
     pub fn for_each(
         &self,
@@ -83,38 +131,79 @@ impl Source {
         workers: u32,
         body: &dyn Fn(&mut KernelBuilder, Cand),
     ) {
-        let (z, ub, idx, total) = match *self {
-            Source::Shared { z, ub, idx, total }
-            | Source::Global {
-                z, ub, idx, total, ..
-            } => (z, ub, idx, total),
-        };
-        let locate = match *self {
-            Source::Global { locate, .. } => Some(locate),
-            Source::Shared { .. } => None,
-        };
-        k.for_("i", worker.i32(), total, workers as i32, |k, i| {
-            let at: Expr = match locate {
-                Some(l) => l.element(k, i).e(),
-                None => i,
-            };
-            let zv = k.let_("cz", z.at(at.clone()));
-            let uv = match ub {
-                Some(u) => k.let_("cu", u.at(at.clone())),
-                None => zv,
-            };
-            let iv = k.let_("ci", idx.at(at));
-            body(
-                k,
-                Cand {
-                    z: zv,
-                    ub: uv,
-                    idx: iv,
-                },
-            );
+        k.for_("i", worker.i32(), self.total(), workers as i32, |k, i| {
+            let c = self.read(k, i);
+            body(k, c);
         });
     }
+
+    /// Visit only the candidates for which `pred` holds, in rounds of `workers` (worker
+    /// `worker` takes one a round): `body(k, i, inside)` with flat index `i` (i32, valid when
+    /// `inside`; otherwise the first pick, whose score `body` must then not read, as its owner
+    /// may be rewriting it). The round loop is warp-uniform, so `body` may run lane reductions.
+    ///
+    /// A finish pass loads a K or V row for a few of its candidates (the kept tokens, the
+    /// support): walking every candidate in rounds, each round waited on its block-table and
+    /// row loads whether it held one such token or many. The candidates are first compacted,
+    /// a window of `COMPACT_PER_THREAD · threads` at a time, into `list` (a shared i32 array of
+    /// that length, see [`Scratch`]) by a block scan, so the loads take as few rounds as
+    /// there are rows. `pred` may also store (to its own candidate). Returns how many were
+    /// picked (block-uniform). Ends with a barrier.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_each_where(
+        &self,
+        k: &mut KernelBuilder,
+        list: Buf,
+        scan: Buf,
+        worker: Expr,
+        workers: u32,
+        pred: &dyn Fn(&mut KernelBuilder, Var, Cand) -> Expr,
+        body: &dyn Fn(&mut KernelBuilder, Var, Var),
+    ) -> Var {
+        let threads = k.block_threads();
+        let window = threads * COMPACT_PER_THREAD;
+        let tid = k.let_("tid_w", k.thread_idx());
+        let total = self.total();
+        let all = k.let_typed("picked_all", Scalar::I32, 0);
+        k.for_("w0", 0i32, total, window as i32, |k, w0| {
+            let w0 = k.let_("w0v", w0);
+            let picks: Vec<(Var, Var)> = (0..COMPACT_PER_THREAD)
+                .map(|j| {
+                    let i = k.let_("wi", w0 + tid.i32() + (j * threads) as i32);
+                    let pick = k.let_typed("pick", Scalar::Bool, false);
+                    k.if_(i.lt(total), |k| {
+                        let c = self.read(k, i.e());
+                        let p = pred(k, i, c);
+                        k.assign(pick, p);
+                    });
+                    (i, pick)
+                })
+                .collect();
+            let count = picks.iter().fold(i32c(0), |n, (_, p)| n + select(*p, 1i32, 0i32));
+            let (excl, picked) = k.block_exclusive_scan(count, scan);
+            k.assign(all, all + picked);
+            let pos = k.let_("lpos", excl);
+            for (i, p) in &picks {
+                k.if_(*p, |k| {
+                    k.store(list, pos, *i);
+                    k.assign(pos, pos + 1i32);
+                });
+            }
+            k.barrier(); // the list is read by every thread below
+            k.for_("r0", 0i32, picked, workers as i32, |k, r0| {
+                let li = k.let_("li", r0 + worker.clone().i32());
+                let inside = k.let_("lin", li.lt(picked));
+                let i = k.let_("li_flat", list.at(select(inside, li, 0i32)));
+                body(k, i, inside);
+            });
+            k.barrier(); // before the next window overwrites the list
+        });
+        all
+    }
 }
+
+/// Candidates each thread of a finish pass compacts in one window ([`Source::for_each_where`]).
+pub const COMPACT_PER_THREAD: u32 = 2;
 
 /// Workspace buffers the finish pass reads.
 #[derive(Clone, Copy)]
@@ -208,32 +297,6 @@ pub fn gather(
 }
 
 impl Gathered {
-    /// Workspace element of flat candidate `i`.
-    pub fn locate_element(&self, k: &mut KernelBuilder, i: Expr) -> Var {
-        match self.global {
-            Source::Global { locate, .. } => locate.element(k, i),
-            Source::Shared { .. } => unreachable!("gather builds a global source"),
-        }
-    }
-
-    /// The shared staging array of the scores (lower bounds).
-    pub fn staged_z(&self) -> Buf {
-        match self.staged {
-            Source::Shared { z, .. } => z,
-            Source::Global { .. } => unreachable!("gather builds a shared source"),
-        }
-    }
-
-    /// Upper bound and position of the candidate at `at` (a flat index into the staging
-    /// arrays when `staged`, else a workspace element).
-    pub fn read_ub_idx(&self, k: &mut KernelBuilder, staged: bool, at: Expr) -> (Var, Var) {
-        let src = if staged { self.staged } else { self.global };
-        let (Source::Shared { z, ub, idx, .. } | Source::Global { z, ub, idx, .. }) = src;
-        let u = k.let_("ub_r", ub.unwrap_or(z).at(at.clone()));
-        let i = k.let_("idx_r", idx.at(at));
-        (u, i)
-    }
-
     /// Copy the candidates into the shared staging arrays (flat order = split order:
     /// deterministic). Only valid when `total ≤ capacity`; ends with a barrier.
     pub fn stage(&self, k: &mut KernelBuilder) {
@@ -331,6 +394,8 @@ pub struct Scratch {
     pub red_i: Buf,
     /// Per-row-group output partials.
     pub acc: Buf,
+    /// Compacted candidate indices ([`Source::for_each_where`]).
+    pub list: Buf,
 }
 
 impl Scratch {
@@ -342,6 +407,7 @@ impl Scratch {
             red: k.shared("red", Scalar::F32, warps * 5),
             red_i: k.shared("red_i", Scalar::I32, warps * 2),
             acc: k.shared("acc_s", Scalar::F32, row_groups * spec.head_dim),
+            list: k.shared("list_s", Scalar::I32, threads * COMPACT_PER_THREAD),
         }
     }
 }
@@ -387,18 +453,28 @@ pub fn write_output(
     let acc: Vec<Var> = (0..vec).map(|_| k.let_typed("o", Scalar::F32, 0.0)).collect();
     let psum = k.let_typed("psum", Scalar::F32, 0.0);
     let supp = k.let_typed("supp", Scalar::I32, 0);
-    src.for_each(k, rg.e(), row_groups, &|k, c| {
-        k.if_(c.z.gt(tau), |k| {
-            let p = k.let_("p", weight(alpha, c.z - tau));
-            let row = v_rows.row(k, c.idx.i64());
-            let vals = k.load_vec("v", values, row + (rl * vec).i64(), vec);
-            for (a, v) in acc.iter().zip(vals) {
-                k.assign(*a, fma(p, v.f32(), *a));
-            }
-            k.assign(psum, psum + p);
-            k.assign(supp, supp + 1i32);
-        });
-    });
+    // Only the support loads V rows: compact it first (it is a few of the candidates).
+    src.for_each_where(
+        k,
+        scratch.list,
+        red_i,
+        rg.e(),
+        row_groups,
+        &|_, _, c| c.z.gt(tau),
+        &|k, i, inside| {
+            k.if_(inside, |k| {
+                let c = src.read(k, i.e());
+                let p = k.let_("p", weight(alpha, c.z - tau));
+                let row = v_rows.row(k, c.idx.i64());
+                let vals = k.load_vec("v", values, row + (rl * vec).i64(), vec);
+                for (a, v) in acc.iter().zip(vals) {
+                    k.assign(*a, fma(p, v.f32(), *a));
+                }
+                k.assign(psum, psum + p);
+                k.assign(supp, supp + 1i32);
+            });
+        },
+    );
     for (i, a) in acc.iter().enumerate() {
         k.store(acc_s, rg * d + rl * vec + i as u32, *a);
     }
