@@ -216,13 +216,14 @@ def fmt_ms(x):
     return f"{x:.3f}" if x >= 0.01 else f"{x:.4f}"
 
 
-def kept_cell(r):
+def kept_cell(r, ran=None):
+    """`ran`: what an `auto` step ran (`Loaded.auto_ran`), whose fraction it reports."""
     k = r.get("pages_kept")
     if k is None:
         return "–"
-    if r["method"] in ("dense", "dense-contiguous", "sdpa"):
+    if r["method"] in ("dense", "dense-contiguous", "sdpa") or ran == "dense":
         return "all"
-    if r["method"] == "certified":
+    if r["method"] == "certified" or ran == "certified-exact":
         return f"{100 * k:.4f}% of tokens"
     if r["method"] == "certified-pruned":
         return f"{100 * k:.2f}% of pages"
@@ -351,6 +352,7 @@ def targets(table, stages, workload, peaked=None, auto_ran=None):
 
 def write_doc(path, loaded, png):
     records, stages, sources = loaded.records, loaded.stages, loaded.sources
+    auto_ran = loaded.auto_ran
     doc_dir = path.parent
     by_workload = with_borrowed_sdpa(best(records))
     lines = [
@@ -430,7 +432,7 @@ def write_doc(path, loaded, png):
                 xf = x_floor(r)
                 vs = f"{sdpa['median_ms'] / r['median_ms']:.2f}×" if sdpa else "–"
                 lines.append(f"| {LABEL[m]} | {fmt_ms(r['median_ms'])} | {fmt_ms(r['min_ms'])} | {fmt_ms(r['p90_ms'])} "
-                             f"| {r.get('iters', '–')} | {kept_cell(r)} | {r['bytes'] / 1e9:.3f} | {fmt_ms(r['floor_ms'])} "
+                             f"| {r.get('iters', '–')} | {kept_cell(r, auto_ran.get((workload, n)) if m == 'auto' else None)} | {r['bytes'] / 1e9:.3f} | {fmt_ms(r['floor_ms'])} "
                              f"| {xf:.2f} | {vs} |" if xf else "| – |")
     if png:
         lines += ["", "## Step latency against context length", "",
