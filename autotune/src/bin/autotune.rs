@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // The message and its causes, without a backtrace: these are user-facing errors.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", entkv_autotune::error_line(&e));
             ExitCode::FAILURE
         }
     }

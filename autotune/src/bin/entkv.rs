@@ -10,6 +10,7 @@ use entkv_autotune::spec_args::SpecArgs;
 use entkv_autotune::verify_cmd::VerifyArgs;
 use entkv_autotune::{bench, bench_cmd, doctor, emit, gpucheck, verify_cmd};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
@@ -116,8 +117,19 @@ enum Cmd {
     },
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().cmd {
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, no backtrace (as `autotune` reports them), even with RUST_BACKTRACE set.
+            eprintln!("error: {}", entkv_autotune::error_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
         Cmd::Emit { spec, out } => {
             let specs = spec.specs()?;
             let m = emit::emit(&specs, &out)?;
