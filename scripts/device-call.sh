@@ -1,0 +1,32 @@
+# Sourced by a device call's script (results/<date>-*/<n>-*/call.sh): the preamble every
+# recorded call repeated.
+#
+#   PACK=.gpu/x.txz; source scripts/device-call.sh
+#   ph NAME LIMIT_S CMD...     # runs CMD, stdout+stderr to $W/NAME.log, killed past LIMIT_S
+#
+# It unpacks $PACK (an xz tar of binaries from scripts/build-gpu-bins.sh's .gpu/, with a
+# `commit` file) into .gpu/s, points the driver's JIT cache at /tmp/jc (4 GiB), records the
+# commit and the GPU in $W/nvidia-smi.txt, and on exit prints $W/phases.txt and packs $W into
+# $OUT/r.tgz (the one file a call brings back).
+set -u
+W=${W:-/tmp/r}
+mkdir -p "$W" .gpu/s
+xz -dc "$PACK" | tar xf - -C .gpu/s
+export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-/tmp/jc}
+export ENTKV_COMMIT=$(cat .gpu/s/commit)
+device_call_finish() {
+  cat "$W/phases.txt" 2>/dev/null
+  tar czf "$OUT/r.tgz" -C "$W" .
+}
+trap device_call_finish EXIT
+{
+  echo "commit $ENTKV_COMMIT"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+} >"$W/nvidia-smi.txt"
+ph() {
+  local name=$1 limit=$2 t=$SECONDS rc
+  shift 2
+  timeout -k 5 "$limit" "$@" >"$W/$name.log" 2>&1
+  rc=$?
+  echo "$name: $((SECONDS - t)) s exit $rc" >>"$W/phases.txt"
+}
