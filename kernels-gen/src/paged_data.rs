@@ -4,11 +4,11 @@
 //! owns, and the slots past the end of every last page, hold NaN, so a kernel that reads a byte
 //! it should not turns its output NaN and fails the check.
 
-use crate::data::{normal, Tensor};
+use crate::data::{normal, round_to, Tensor};
 use crate::reference::{attend, DecodeReference};
-use entkv_abi::{PagedShape, PagedSpec};
+use entkv_abi::{sketch_levels, sketch_step, PagedShape, PagedSpec};
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 /// What the keys look like.
@@ -34,6 +34,12 @@ pub enum KeyData {
     /// page bounds differ widely, so each (sequence, KV head) must be pruned with its own
     /// threshold bound.
     PeakedFirstHead,
+    /// The key sketch's worst case: in every page, tokens 0 and 1 are −2 and +2 in every
+    /// dimension (pinning the page's grid), and every other key lies just inside a code's cell on
+    /// the side of the group's first query (`sign(q_i)`), near the grid's middle where the K
+    /// dtype is finest. Their sketch errors add up to nearly `Σ|q'_i|·step/2`, the term the
+    /// certified bounds must cover, so a bound even a few percent too tight fails the checks.
+    SketchWorst,
 }
 
 #[derive(Clone, Debug)]
@@ -181,6 +187,28 @@ impl PagedCase {
             }
             KeyData::Extreme => k.iter_mut().for_each(|x| *x *= 300.0),
             KeyData::Tiny => k.iter_mut().for_each(|x| *x *= 1e-35),
+            KeyData::SketchWorst => {
+                const R: f64 = 2.0;
+                let bits = self.spec.sketch_bits;
+                let dtype = self.spec.decode.kv_dtype;
+                let step = sketch_step(bits, -R as f32, R as f32) as f64;
+                let mid = (sketch_levels(bits) / 2) as i64;
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+                for t in 0..len {
+                    for i in 0..d {
+                        k[t * d + i] = match t % p {
+                            0 => -R,
+                            1 => R,
+                            _ => {
+                                let code = mid + rng.gen_range(-4i64..=4);
+                                let side = if q[i] >= 0.0 { 1.0 } else { -1.0 };
+                                let half = -R + (code as f64 + 0.5 * side) * step;
+                                inside_cell(dtype, half, -side)
+                            }
+                        };
+                    }
+                }
+            }
             KeyData::Peaked => {
                 let pages = len.div_ceil(p);
                 let walk = normal(seed ^ 0x7777, pages * d);
@@ -213,6 +241,16 @@ impl PagedCase {
         }
         k
     }
+}
+
+/// The K-dtype value nearest `half` (a cell boundary of the sketch grid) strictly on the side
+/// `dir` (±1) of it, so the encoder's rounding cannot take it across.
+fn inside_cell(dtype: entkv_abi::DType, half: f64, dir: f64) -> f64 {
+    let ulp = crate::page_meta::dtype_ulp(dtype, half);
+    (0..8)
+        .map(|j| round_to(dtype, half + dir * ulp * 0.25 * j as f64).1)
+        .find(|&x| (x - half) * dir > 0.0)
+        .expect("a representable value within two ulps")
 }
 
 impl PagedInputs {
