@@ -800,16 +800,15 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
             scratch.red_i,
             rg.e(),
             row_groups,
-            &|k, i, c| {
+            &|k, at, c| {
                 let keep = k.let_("keep", c.ub.gt(cut));
-                k.if_(keep.not(), |k| {
-                    let at = src.element(k, i.e());
-                    k.store(lb_store, at, f32c(f64::NEG_INFINITY));
-                });
+                k.if_(keep.not(), |k| k.store(lb_store, at, f32c(f64::NEG_INFINITY)));
                 keep.e()
             },
             &|k, i, inside| {
-                let idx = src.read_idx(k, i.e());
+                let at = src.element(k, i.e());
+                let at = k.let_("k_at", at);
+                let idx = src.read_idx_at(k, at.e());
                 let row = rows.row(k, idx.i64());
                 let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
                 k.if_(inside, |k| {
@@ -831,8 +830,7 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
                     None => f32c(0.0),
                 };
                 k.if_(inside.and(rl.eq_(0u32)), |k| {
-                    let at = src.element(k, i.e());
-                    k.store(lb_store, at, dots[0] + alibi);
+                    k.store(lb_store, at, dots[0] + alibi)
                 });
             },
         );

@@ -100,8 +100,13 @@ impl Source {
 
     /// Flat candidate `i` (i32).
     pub fn read(&self, k: &mut KernelBuilder, i: Expr) -> Cand {
-        let (Source::Shared { z, ub, idx, .. } | Source::Global { z, ub, idx, .. }) = *self;
         let at = self.element(k, i);
+        self.read_at(k, at)
+    }
+
+    /// The candidate at element `at` (from [`Source::element`]).
+    pub fn read_at(&self, k: &mut KernelBuilder, at: Expr) -> Cand {
+        let (Source::Shared { z, ub, idx, .. } | Source::Global { z, ub, idx, .. }) = *self;
         let zv = k.let_("cz", z.at(at.clone()));
         let uv = match ub {
             Some(u) => k.let_("cu", u.at(at.clone())),
@@ -115,11 +120,10 @@ impl Source {
         }
     }
 
-    /// The token position of flat candidate `i` (i32) — not its score, which a finish pass
-    /// may be rewriting.
-    pub fn read_idx(&self, k: &mut KernelBuilder, i: Expr) -> Var {
+    /// The token position of the candidate at element `at` (i32) — not its score, which a
+    /// finish pass may be rewriting.
+    pub fn read_idx_at(&self, k: &mut KernelBuilder, at: Expr) -> Var {
         let (Source::Shared { idx, .. } | Source::Global { idx, .. }) = *self;
-        let at = self.element(k, i);
         k.let_("ci", idx.at(at))
     }
 
@@ -147,8 +151,8 @@ impl Source {
     /// row loads whether it held one such token or many. The candidates are first compacted,
     /// a window of `COMPACT_PER_THREAD · threads` at a time, into `list` (a shared i32 array of
     /// that length, see [`Scratch`]) by a block scan, so the loads take as few rounds as
-    /// there are rows. `pred` may also store (to its own candidate). Returns how many were
-    /// picked (block-uniform). Ends with a barrier.
+    /// there are rows. `pred(k, at, candidate)` gets the candidate's element too, and may store
+    /// there. Returns how many were picked (block-uniform). Ends with a barrier.
     #[allow(clippy::too_many_arguments)]
     pub fn for_each_where(
         &self,
@@ -172,8 +176,10 @@ impl Source {
                     let i = k.let_("wi", w0 + tid.i32() + (j * threads) as i32);
                     let pick = k.let_typed("pick", Scalar::Bool, false);
                     k.if_(i.lt(total), |k| {
-                        let c = self.read(k, i.e());
-                        let p = pred(k, i, c);
+                        let at = self.element(k, i.e());
+                        let at = k.let_("w_at", at);
+                        let c = self.read_at(k, at.e());
+                        let p = pred(k, at, c);
                         k.assign(pick, p);
                     });
                     (i, pick)
