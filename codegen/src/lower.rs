@@ -442,6 +442,12 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let r = self.call(f, &[mask.into(), v, a, clamp.into()])?;
                 self.store_var(*dst, r)
             }
+            Stmt::WarpSync => {
+                let f = self.intrinsic(compat::WARP_SYNC, &[])?;
+                let mask = self.i32c(compat::FULL_WARP_MASK);
+                self.b.build_call(f, &[mask.into()], "")?;
+                Ok(())
+            }
             Stmt::Ballot { dst, pred } => {
                 let f = self.intrinsic(compat::BALLOT, &[])?;
                 let p = self.expr(pred)?;
@@ -992,7 +998,7 @@ fn ssa_registers(k: &Kernel) -> Vec<bool> {
                     self.read(cond);
                     self.block(body);
                 }
-                Stmt::Barrier => {}
+                Stmt::Barrier | Stmt::WarpSync => {}
                 Stmt::Shuffle { dst, value, arg, .. } => {
                     self.read(value);
                     self.read(arg);

@@ -225,6 +225,9 @@ pub const BARRIER: &str = "llvm.nvvm.barrier0";
 /// Full-warp ballot `vote.sync.ballot.b32`: `i32 (i32 mask, i1 pred)`.
 pub const BALLOT: &str = "llvm.nvvm.vote.ballot.sync";
 
+/// `__syncwarp(mask)`, `bar.warp.sync`: `void (i32 mask)`.
+pub const WARP_SYNC: &str = "llvm.nvvm.bar.warp.sync";
+
 /// `ex2.approx.f32` (non-ftz): `float (float)`. Newer LLVM made the family overloaded
 /// (`llvm.nvvm.ex2.approx.f32`, `.f16`, ...): re-check the name when moving.
 pub const EX2_APPROX: &str = "llvm.nvvm.ex2.approx.f";
@@ -281,7 +284,9 @@ pub fn shuffle_clamp(mode: ShuffleMode) -> u64 {
 
 /// Every non-overloaded NVVM intrinsic this crate uses (checked by a unit test).
 pub fn all_intrinsic_names() -> Vec<&'static str> {
-    let mut v = vec![BARRIER, BALLOT, EX2_APPROX, LG2_APPROX, PRMT, SREG_TID_X];
+    let mut v = vec![
+        BARRIER, BALLOT, WARP_SYNC, EX2_APPROX, LG2_APPROX, PRMT, SREG_TID_X,
+    ];
     for a in [Axis::X, Axis::Y, Axis::Z] {
         v.push(sreg_ctaid(a));
         v.push(sreg_nctaid(a));

@@ -51,6 +51,25 @@ fn every_shuffle_mode_and_ballot() {
     assert!(p.contains(", 2, 31, -1;"), "{p}");
 }
 
+/// `warp_sync` lowers to `bar.warp.sync` with the full mask, between a lane's shared store and
+/// another lane's load of it.
+#[test]
+fn warp_sync_orders_lanes() {
+    let mut k = KernelBuilder::new("warp_sync", 64);
+    let o = k.buffer("o", Scalar::U32, Access::Write);
+    let s = k.shared("s", Scalar::U32, 64);
+    let t = k.let_("t", k.thread_idx());
+    k.store(s, t, t * 3u32);
+    k.warp_sync();
+    let other = k.let_("other", (t & 0xFFFF_FFE0u32) + ((t + 1u32) & 31u32));
+    k.store(o, t, s.at(other));
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let p = c.ptx();
+    assert_insn(p, "bar.warp.sync");
+    assert!(p.contains("bar.warp.sync \t-1;"), "full mask: {p}");
+}
+
 #[test]
 fn block_allreduce_many_and_warp_reductions() {
     let mut k = KernelBuilder::new("block_reduce", 256);

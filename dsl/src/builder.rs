@@ -335,6 +335,12 @@ impl KernelBuilder {
         dst
     }
 
+    /// `__syncwarp()`: orders one lane's shared or global accesses before another lane's of the
+    /// same warp (e.g. a lane reading what another lane stored).
+    pub fn warp_sync(&mut self) {
+        self.push(Stmt::WarpSync);
+    }
+
     /// Full-warp ballot: bit `i` is lane `i`'s predicate.
     pub fn ballot(&mut self, pred: impl IntoExpr) -> Var {
         let dst = self.var("ballot", Scalar::U32);

@@ -360,6 +360,11 @@ pub enum Stmt {
         dst: VarId,
         pred: Expr,
     },
+    /// `__syncwarp()` (`bar.warp.sync` with a full mask): the lanes of the warp meet, and memory
+    /// accesses of each lane before it are ordered before the others' after it. All 32 lanes
+    /// must execute it together. (The interpreter runs warps in lockstep and tracks races per
+    /// warp, so it only checks that the warp is whole.)
+    WarpSync,
 }
 
 /// A complete kernel: its ABI (parameters in order), its resources and its body.

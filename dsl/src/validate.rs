@@ -256,7 +256,7 @@ impl Validator<'_> {
                 self.expect(cond, Scalar::Bool, "while condition", path)?;
                 self.block(body, &format!("{path}.body"))
             }
-            Stmt::Barrier => Ok(()),
+            Stmt::Barrier | Stmt::WarpSync => Ok(()),
             Stmt::Shuffle { dst, value, arg, .. } => {
                 self.expr(value, path)?;
                 if !matches!(value.ty(), Scalar::I32 | Scalar::U32 | Scalar::F32) {

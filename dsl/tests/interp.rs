@@ -1667,6 +1667,23 @@ fn error_partial_warp_shuffle_and_ballot() {
         "{e}"
     );
     assert_eq!(loc(&e).thread, 40);
+
+    let mut k = KernelBuilder::new("partial_warp_sync", 64);
+    let tid = k.let_("tid", k.thread_idx());
+    k.if_(tid.lt(60u32), |k| k.warp_sync());
+    let kernel = k.finish().unwrap();
+    let e = launch(&kernel, 1, &mut []).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InterpError::PartialWarp {
+                op: "warp sync",
+                warp: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -592,6 +592,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 self.give(val);
                 self.give(a);
             }
+            Stmt::WarpSync => check_full_warps(lanes, "warp sync")?,
             Stmt::Ballot { dst, pred } => {
                 check_full_warps(lanes, "ballot")?;
                 let p = self.eval(pred, lanes)?;
