@@ -185,7 +185,7 @@ impl DenseTile {
         // 16 × 2 480 µs) and one Newton step: 15.4 → 12.3 ms at 1M; later at 32k–1M (results/
         // 2026-11-30-jit-pool/2-wide-gqa) 8 lanes × 8 tokens: 10.4 → 7.7 ms at 1M.
         let wide = wide_row(spec);
-        DenseTile {
+        let tile = DenseTile {
             threads: 128,
             lanes_per_token: if wide {
                 spec.head_dim * spec.group / 64
@@ -224,7 +224,21 @@ impl DenseTile {
             },
             finish_capacity: 2048,
             ..DenseTile::default_for(spec)
+        };
+        if paged.sketch_token_grid() && spec.head_dim * spec.group <= 64 {
+            // The 4-bit pass streams warp-locally and rescores in batches, so a chunk costs
+            // little beyond its tokens: 256-thread CTAs, two an SM (≤ 128 registers), measured
+            // best of nine tiles across 32k–1M at `paper` (1.32 / 0.246 / 0.110 ms at 1M / 128k /
+            // 32k, results/2026-12-01-warp-stream/5-rescore-queue). Wider rows keep the tile
+            // above: at two 256-thread CTAs an SM they spill (4–300 B, local ptxas 13).
+            return DenseTile {
+                threads: 256,
+                score_min_blocks: 2,
+                ctas_per_sm: 2,
+                ..tile
+            };
         }
+        tile
     }
 
     /// Tokens one score CTA covers per chunk.
@@ -352,6 +366,24 @@ pub fn split_plan(
     sm_count: u32,
     policy: SplitPolicy,
 ) -> Result<DensePlan, SpecError> {
+    split_plan_segmented(tile, shape, sm_count, policy, 1)
+}
+
+/// [`split_plan`] for a score pass that keeps `segments` workspace segments a split (one per
+/// warp, see `crate::pipeline::segments_per_split`): at most `MAX_SPLITS / segments` splits,
+/// so the finish pass sees at most [`MAX_SPLITS`] segments a head.
+pub fn split_plan_segmented(
+    tile: &DenseTile,
+    shape: &DenseShape,
+    sm_count: u32,
+    policy: SplitPolicy,
+    segments: u32,
+) -> Result<DensePlan, SpecError> {
+    if segments == 0 || segments > MAX_SPLITS {
+        return Err(SpecError::BadShape(format!(
+            "{segments} workspace segments a split (must be in 1..={MAX_SPLITS})"
+        )));
+    }
     if shape.n == 0 || shape.batch == 0 || shape.kv_heads == 0 {
         return Err(SpecError::BadShape(format!(
             "batch, kv_heads and n must be positive (got {}, {}, {})",
@@ -374,7 +406,7 @@ pub fn split_plan(
     let groups = shape.batch as u64 * shape.kv_heads as u64;
     let slots = (sm_count.max(1) as u64) * tile.ctas_per_sm.max(1) as u64;
     let by_fill = ceil_div(chunks * groups, slots * 4);
-    let by_limit = ceil_div(chunks, MAX_SPLITS as u64);
+    let by_limit = ceil_div(chunks, (MAX_SPLITS / segments) as u64);
     let shortest = by_fill.max(by_limit).clamp(1, chunks);
     let chunks_per_split = match policy {
         SplitPolicy::MostCtas => shortest,
@@ -415,17 +447,30 @@ impl DenseWorkspace {
 }
 
 pub fn dense_workspace(spec: &DecodeSpec, shape: &DenseShape, plan: &DensePlan) -> DenseWorkspace {
+    dense_workspace_segmented(spec, shape, plan, 1)
+}
+
+/// [`dense_workspace`] with `segments` segments a split: the same candidate elements, and a
+/// count and bound per segment.
+pub fn dense_workspace_segmented(
+    spec: &DecodeSpec,
+    shape: &DenseShape,
+    plan: &DensePlan,
+    segments: u32,
+) -> DenseWorkspace {
     let heads = shape.batch as u64 * shape.q_heads(spec) as u64;
     DenseWorkspace {
         cand_elems: heads * plan.splits as u64 * plan.split_len,
-        split_elems: heads * plan.splits as u64,
+        split_elems: heads * plan.splits as u64 * segments as u64,
     }
 }
 
 /// The largest [`DenseWorkspace`] any batch of at most `max_batch` sequences of at most
-/// `max_n` tokens plans under `policy` (each buffer's maximum; exact, by
-/// evaluating [`split_plan`] at every batch size and chunk count, since split rounding makes
-/// the sizes non-monotone). Sizes an engine's workspace once so that every later plan fits it.
+/// `max_n` tokens plans under `policy` with `segments` segments a split (each buffer's maximum;
+/// exact, by evaluating [`split_plan_segmented`] at every batch size and chunk count, since
+/// split rounding makes the sizes non-monotone). Sizes an engine's workspace once so that every
+/// later plan fits it.
+#[allow(clippy::too_many_arguments)]
 pub fn dense_workspace_bound(
     spec: &DecodeSpec,
     tile: &DenseTile,
@@ -434,6 +479,7 @@ pub fn dense_workspace_bound(
     max_n: u64,
     sm_count: u32,
     policy: SplitPolicy,
+    segments: u32,
 ) -> Result<DenseWorkspace, SpecError> {
     let chunk = tile.chunk_len() as u64;
     let mut bound = DenseWorkspace {
@@ -447,7 +493,8 @@ pub fn dense_workspace_bound(
                 kv_heads,
                 n: (chunks * chunk).min(max_n.max(1)),
             };
-            let ws = dense_workspace(spec, &shape, &split_plan(tile, &shape, sm_count, policy)?);
+            let plan = split_plan_segmented(tile, &shape, sm_count, policy, segments)?;
+            let ws = dense_workspace_segmented(spec, &shape, &plan, segments);
             bound.cand_elems = bound.cand_elems.max(ws.cand_elems);
             bound.split_elems = bound.split_elems.max(ws.split_elems);
         }

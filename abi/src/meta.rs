@@ -13,8 +13,9 @@
 //! `P·d` keys are read once, with 16-byte loads whose consecutive threads cover consecutive
 //! bytes, reduced in registers, shuffles and (for more than one warp) shared memory, and the
 //! sketch is quantized from the same registers. Per (page, head) it reads `P·d·s` bytes of K
-//! (`s` = K dtype size) and writes `4·d·s` bytes of metadata and `P·d·bits/8` of sketch: at
-//! P = 16, d = 32, f16, 4 bits, 1024 B read and 512 B written ([`meta_bytes`]); the update
+//! (`s` = K dtype size) and writes `4·d·s` bytes of metadata and `P·d·bits/8` of sketch codes
+//! (plus `4·P` of range words at 4 bits): at P = 16, d = 32, f16, 4 bits, 1024 B read and 576 B
+//! written ([`meta_bytes`]); the update
 //! also reads 8 bytes per (sequence, head) (its length and block-table entry).
 //!
 //! ## Statistics (spec §2.3), per dimension `i` over the page's `P` keys
@@ -51,6 +52,11 @@
 //! `step` is subnormal in f32 (`max − min < 2⁻¹¹⁸`, impossible for f16 keys), where the
 //! decoder's `step` itself is off by up to 2⁻¹⁵⁰, i.e. `L·step` by up to `2⁻¹⁴²`. A constant
 //! dimension (`max = min`) has `step = 0`, code 0 and `k̂ = k` exactly.
+//!
+//! At 4 bits the grid is per token (`crate::paged`): `min_i`, `max_i` above are, for every
+//! dimension, the token's range word unpacked ([`pack_sketch_range`]: its min rounded down and
+//! its max rounded up to bf16). Nothing in the argument above needs the range to be per
+//! dimension, only `min_i ≤ k_i ≤ max_i` and the decoder's use of the same stored values.
 
 use crate::geometry::LaunchGeometry;
 use crate::paged::{check_batch, PagedShape, PagedSpec};
@@ -267,7 +273,7 @@ pub fn completed_pages(
 pub fn meta_bytes(spec: &PagedSpec) -> (u64, u64) {
     let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
     let s = spec.decode.kv_dtype.size_bytes() as u64;
-    (p * d * s, 4 * d * s + p * d * spec.sketch_bits as u64 / 8)
+    (p * d * s, 4 * d * s + 4 * spec.sketch_block_words() as u64)
 }
 
 /// `2^bits − 1`, the largest code.
@@ -289,6 +295,32 @@ pub fn sketch_step(bits: u32, min: f32, max: f32) -> f32 {
 /// Word (within a token's sketch row) and bit shift of dimension `dim`'s code.
 pub fn sketch_word_shift(bits: u32, dim: u32) -> (u32, u32) {
     (dim * bits / 32, (dim * bits) % 32)
+}
+
+/// The range word of a 4-bit sketch row (per-token grid, `crate::paged`): the token's `min`
+/// rounded down and its `max` rounded up to bf16, packed as the high halves of their f32 bits
+/// (`min` in bits 0–15, `max` in bits 16–31). Every key of the token lies in the unpacked
+/// range, which the encoder and every consumer use as `(min_i, max_i)` for all dimensions.
+pub fn pack_sketch_range(min: f32, max: f32) -> u32 {
+    (bf16_bits_outward(min, false) >> 16) | (bf16_bits_outward(max, true) & 0xFFFF_0000)
+}
+
+/// `(min, max)` of a range word, exactly (bf16 values are f32 values).
+pub fn unpack_sketch_range(word: u32) -> (f32, f32) {
+    (f32::from_bits(word << 16), f32::from_bits(word & 0xFFFF_0000))
+}
+
+/// f32 bits of `x` rounded to bf16 (low 16 bits zero) toward +∞ (`up`) or −∞; `x` finite.
+fn bf16_bits_outward(x: f32, up: bool) -> u32 {
+    let bits = x.to_bits();
+    let truncated = bits & 0xFFFF_0000;
+    // Truncation rounds the magnitude down: toward −∞ for positives, toward +∞ for negatives.
+    let away = if up { x > 0.0 } else { x < 0.0 };
+    if truncated != bits && away {
+        truncated + 0x1_0000
+    } else {
+        truncated
+    }
 }
 
 /// The guaranteed `|k_i − k̂_i|` bound: `step/2 + 2⁻²²·(max − min) + 2⁻¹²⁶` (in f64).
@@ -323,7 +355,7 @@ mod tests {
         let (b, u) = meta_entry_names(&s, &t);
         assert_eq!(b, "page_meta_build__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
         assert_eq!(u, "page_meta_update__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
-        assert_eq!(meta_bytes(&s), (1024, 512));
+        assert_eq!(meta_bytes(&s), (1024, 576));
     }
 
     #[test]
@@ -405,6 +437,30 @@ mod tests {
             Vec::<i32>::new()
         );
         assert!(full_pages(&s, &shape, &[49, 1, 1], &bt).is_err());
+    }
+
+    #[test]
+    fn sketch_range_words_round_outward() {
+        for (lo, hi) in [
+            (-1.2345f32, 2.6173f32),
+            (0.5, 0.5),
+            (-3.0, -1.0e-3),
+            (1.0e-40, 65504.0),
+            (0.0, -0.0),
+        ] {
+            let (a, b) = unpack_sketch_range(pack_sketch_range(lo, hi));
+            assert!(a <= lo && b >= hi, "{lo} {hi} -> {a} {b}");
+            assert!(
+                (lo - a).abs() <= lo.abs() / 128.0 + f32::MIN_POSITIVE,
+                "{lo} -> {a}"
+            );
+            assert!(
+                (b - hi).abs() <= hi.abs() / 128.0 + f32::MIN_POSITIVE,
+                "{hi} -> {b}"
+            );
+        }
+        // bf16 values come back exactly.
+        assert_eq!(unpack_sketch_range(pack_sketch_range(-1.5, 3.0)), (-1.5, 3.0));
     }
 
     #[test]

@@ -23,9 +23,9 @@ use crate::topk::{
     softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
 };
 use crate::{
-    dense_finish_geometry, dense_workspace, dense_workspace_bound, paged_decode_entry_names,
-    paged_score_geometry, split_plan, DenseShape, DenseTile, DenseWorkspace, LaunchGeometry, PagedShape,
-    PagedSpec, SpecError, SplitPolicy,
+    dense_finish_geometry, dense_workspace_bound, dense_workspace_segmented, paged_decode_entry_names,
+    paged_score_geometry, split_plan_segmented, DenseShape, DenseTile, DenseWorkspace, LaunchGeometry,
+    PagedShape, PagedSpec, SpecError, SplitPolicy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -146,6 +146,19 @@ impl DecodeKind {
     }
 }
 
+/// Workspace segments a score split of `kind` writes: one per warp for a certified pass over a
+/// per-token sketch grid (4-bit sketches), whose candidate stream is warp-local, else one. The
+/// finish pass then reads `splits × segments` segments of `split_len / segments` elements a
+/// head (its `splits` and `split_len` arguments).
+pub fn segments_per_split(kind: DecodeKind, spec: &PagedSpec, tile: &DenseTile) -> u32 {
+    match kind {
+        DecodeKind::Certified | DecodeKind::CertifiedSelected if spec.sketch_token_grid() => {
+            tile.threads / 32
+        }
+        _ => 1,
+    }
+}
+
 /// Entry names of the certified pair: `select_certified__<spec+sketch>__<tile>`,
 /// `decode_certified__…`.
 pub fn certified_entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, String) {
@@ -186,8 +199,9 @@ pub fn decode_calls(
         kv_heads: shape.kv_heads,
         n: max_tokens.max(1),
     };
-    let plan = split_plan(tile, &dshape, sm_count, kind.split_policy())?;
-    let ws = dense_workspace(ds, &dshape, &plan);
+    let segments = segments_per_split(kind, spec, tile);
+    let plan = split_plan_segmented(tile, &dshape, sm_count, kind.split_policy(), segments)?;
+    let ws = dense_workspace_segmented(ds, &dshape, &plan, segments);
     let buffers = decode_buffers(kind, spec, shape.batch, shape.kv_heads, &ws);
     let alibi: Vec<ArgRef> = if spec.alibi {
         vec![buf("alibi_slopes")]
@@ -197,9 +211,11 @@ pub fn decode_calls(
     let mp = ArgRef::I32(shape.max_pages as i32);
     let score_geom = paged_score_geometry(tile, shape.batch, shape.kv_heads, &plan);
     let finish_geom = dense_finish_geometry(ds, tile, &dshape);
+    // A split's length is a whole number of chunks, and a chunk a whole number of warps'
+    // tokens, so `segments` divides it.
     let tail = [
-        ArgRef::I32(plan.splits as i32),
-        ArgRef::I64(plan.split_len as i64),
+        ArgRef::I32((plan.splits * segments) as i32),
+        ArgRef::I64((plan.split_len / segments as u64) as i64),
         mp.clone(),
     ];
     let chunks = ArgRef::I32(plan.chunks_per_split as i32);
@@ -351,6 +367,7 @@ pub fn decode_buffers_bound(
         max_tokens,
         sm_count,
         kind.split_policy(),
+        segments_per_split(kind, spec, tile),
     )?;
     Ok(decode_buffers(kind, spec, max_batch, kv_heads, &ws))
 }

@@ -160,7 +160,7 @@ impl BenchWorkload {
         })
     }
 
-    /// The kernel specialization the bundle must hold (8-bit sketch, no ALiBi: `entkv bundle
+    /// The kernel specialization the bundle must hold (default sketch width, no ALiBi: `entkv bundle
     /// create`'s defaults), derived as the engine derives it from a [`Problem`].
     pub fn spec(&self) -> Result<PagedSpec> {
         let problem = Problem {

@@ -464,8 +464,13 @@ fn paper_paged(
         let (method, bytes, extra) = match kind {
             DecodeKind::Certified => {
                 let kept: f64 = pc.dev.get("kept")?.to_f64_vec().iter().sum();
-                let sketch = tokens * d * spec.sketch_bits as u64 / 8;
-                let bounds = pc.shape.num_pages as u64 * 24 * 2 * d * kv_elem;
+                let sizes = crate::record::StepSizes::of(&spec, 1, 1, 1);
+                let sketch = tokens * sizes.sketch_token_bytes;
+                let bounds = if sizes.sketch_page_bounds {
+                    pc.shape.num_pages as u64 * 24 * 2 * d * kv_elem
+                } else {
+                    0
+                };
                 let bytes = sketch + bounds + (kept as u64 + support as u64) * d * kv_elem;
                 (
                     "entmax-certified",

@@ -157,6 +157,11 @@ pub struct StepSizes {
     pub q_elem: u64,
     pub out_elem: u64,
     pub sketch_bits: u64,
+    /// Sketch bytes a token: its codes, and its range word on a per-token grid (4 bits).
+    pub sketch_token_bytes: u64,
+    /// Whether the certified pass reads each page's min and max for its sketch grid (8 bits;
+    /// a per-token grid carries its own).
+    pub sketch_page_bounds: bool,
 }
 
 impl StepSizes {
@@ -174,6 +179,8 @@ impl StepSizes {
             q_elem: d.q_dtype.size_bytes() as u64,
             out_elem: d.out_dtype.size_bytes() as u64,
             sketch_bits: spec.sketch_bits as u64,
+            sketch_token_bytes: 4 * spec.sketch_block_words() as u64 / spec.page_size as u64,
+            sketch_page_bounds: !spec.sketch_token_grid(),
         }
     }
 
@@ -261,9 +268,9 @@ pub mod step_bytes {
         s.scored_pages() * 2 * s.row()
     }
 
-    /// Certified-exact: the sketch of every scored page's tokens and both bounds of the page
-    /// (min and max give the sketch's step), the last page's K (scored exactly), K of the kept
-    /// rows (rescored exactly), V at the support.
+    /// Certified-exact: the sketch of every scored page's tokens and, on the 8-bit per-page
+    /// grid, both bounds of the page (min and max give the sketch's step), the last page's K
+    /// (scored exactly), K of the kept rows (rescored exactly), V at the support.
     pub fn certified(s: &StepSizes, kept_rows: u64, support_rows: u64) -> u64 {
         certified_over(s, s.scored_pages(), kept_rows, support_rows)
     }
@@ -276,11 +283,16 @@ pub mod step_bytes {
         box_bounds(s) + certified_over(s, selected_full, kept_rows, support_rows)
     }
 
-    /// The certified score pass over `full_pages` sketched pages (sketch and both bounds of
-    /// each), the last page's K, K of the kept rows, V at the support, q and the output.
+    /// The certified score pass over `full_pages` sketched pages (sketch, and both bounds of
+    /// each on a per-page grid), the last page's K, K of the kept rows, V at the support, q
+    /// and the output.
     fn certified_over(s: &StepSizes, full_pages: u64, kept_rows: u64, support_rows: u64) -> u64 {
-        let sketch = full_pages * s.page_size * s.head_dim * s.sketch_bits / 8;
-        let bounds = full_pages * 2 * s.row();
+        let sketch = full_pages * s.page_size * s.sketch_token_bytes;
+        let bounds = if s.sketch_page_bounds {
+            full_pages * 2 * s.row()
+        } else {
+            0
+        };
         let last_page = s.kv_rows() * (s.n - (s.pages() - 1) * s.page_size) * s.row();
         sketch + bounds + last_page + (kept_rows + support_rows) * s.row() + s.io()
     }
@@ -392,6 +404,19 @@ mod tests {
             8 * 16 * 32 + 8 * 128 + 4 * 8 * 64 + 12 * 64 + 10 * 64 + io
         );
         assert_eq!(step_bytes::certified(&s, 12, support), 10112);
+        // 4 bits: 16 B of codes and a 4-byte range word a token, no page bounds.
+        let spec4 = PagedSpec::new(
+            DecodeSpec::new(1.5, 32, 2, entkv_abi::DType::F16).unwrap(),
+            16,
+            false,
+            4,
+        )
+        .unwrap();
+        let s4 = StepSizes::of(&spec4, 2, 2, 40);
+        assert_eq!(
+            step_bytes::certified(&s4, 12, support),
+            8 * 16 * 20 + 4 * 8 * 64 + 12 * 64 + 10 * 64 + io
+        );
         // K and V of every selected token.
         assert_eq!(step_bytes::softmax_topk(&s, 8), 8 * 128 + 2 * 96 * 64 + io);
     }

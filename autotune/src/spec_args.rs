@@ -26,9 +26,9 @@ pub struct SpecArgs {
     /// Kernels take per-head ALiBi slopes.
     #[arg(long)]
     pub alibi: bool,
-    /// Bits per dimension of the key sketch of the certified-exact path (4 or 8; 8 keeps
-    /// far fewer tokens, see docs/perf-notes.md).
-    #[arg(long, default_value_t = 8)]
+    /// Bits per dimension of the key sketch of the certified-exact path (4 or 8; 4 reads
+    /// less and rescores the few tokens its bound cannot rule out, see docs/perf-notes.md).
+    #[arg(long, default_value_t = entkv_abi::DEFAULT_SKETCH_BITS)]
     pub sketch_bits: u32,
 }
 

@@ -166,7 +166,7 @@ fn bundle_verbs_create_verify_pack_unpack_inspect() {
     );
     let json = run_ok(&[s("bundle"), s("inspect"), s("--json"), file.as_os_str()]);
     let m: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(m["schema_version"], 2);
+    assert_eq!(m["schema_version"], entkv_bundle::SCHEMA_VERSION);
     assert_eq!(m["table"].as_array().unwrap().len(), 8);
 
     // One flipped byte of one PTX file: verify fails naming the file and the checksums.

@@ -23,7 +23,7 @@ fn config(data: KeyData, q_heads: u32, kv_heads: u32, n: u32, seed: u64) -> Qual
         alpha: 1.5,
         page_size: 16,
         kv_dtype: DType::F16,
-        sketch_bits: 8,
+        sketch_bits: entkv_abi::DEFAULT_SKETCH_BITS,
         source: Source::Generated {
             data,
             batch: 1,
@@ -43,7 +43,15 @@ fn bundle() -> Option<Arc<Bundle>> {
     static BUNDLE: OnceLock<Arc<Bundle>> = OnceLock::new();
     let b = BUNDLE.get_or_init(|| {
         let specs: Vec<PagedSpec> = [1, 2]
-            .map(|g| PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(), 16, false, 8).unwrap())
+            .map(|g| {
+                PagedSpec::new(
+                    DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(),
+                    16,
+                    false,
+                    entkv_abi::DEFAULT_SKETCH_BITS,
+                )
+                .unwrap()
+            })
             .to_vec();
         Arc::new(create_default_bundle(&specs, 0).unwrap())
     });

@@ -17,7 +17,13 @@ use entkv_runtime::engine::Method;
 
 /// BENCH.md `paper`'s spec: α 1.5, d 32, group 1, f16, P 16.
 fn paper_spec() -> PagedSpec {
-    PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap()
+    PagedSpec::new(
+        DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
+        16,
+        false,
+        entkv_abi::DEFAULT_SKETCH_BITS,
+    )
+    .unwrap()
 }
 
 fn default_bundle() -> &'static Bundle {
@@ -249,7 +255,7 @@ fn bench_checks_workload_and_bundle_then_needs_a_gpu() {
     fails_with(
         entkv().args(["bench", "--bundle", b, "--workload", "gqa"]),
         &[
-            "has no spec `a1p5_d32_g2_bf16q_bf16kv_f32o_p16_nb_s8`",
+            "has no spec `a1p5_d32_g2_bf16q_bf16kv_f32o_p16_nb_s4`",
             "entkv bundle create --alpha 1.5 --head-dim 32 --page-size 16 --group 2 --kv-dtype bf16",
         ],
     );

@@ -26,8 +26,9 @@ pub use writer::{BundleMeta, BundleWriter};
 
 /// The manifest schema this crate writes. Bumped on every change an older reader would misread
 /// or refuse; readers refuse versions outside [`OLDEST_SCHEMA_VERSION`]..=`SCHEMA_VERSION`
-/// ([`BundleError::Schema`]). Version 2 added the rows' optional `selector`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// ([`BundleError::Schema`]). Version 2 added the rows' optional `selector`; version 3 changed
+/// what 4-bit specs mean ([`TOKEN_GRID_SCHEMA_VERSION`]).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest schema this crate reads: a version-1 manifest is a version-2 manifest without
 /// per-selector rows, read and re-serialized unchanged.
@@ -35,6 +36,12 @@ pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
 /// The first schema whose rows may name a selector.
 pub const SELECTOR_SCHEMA_VERSION: u32 = 2;
+
+/// The first schema whose 4-bit specs use a per-token sketch grid (range words in the sketch,
+/// `entkv_abi::paged`) and whose certified kernels for them keep a workspace segment per warp.
+/// Older bundles with a 4-bit spec hold kernels for the per-page grid, which read today's
+/// sketch wrongly: they are refused ([`BundleError::StaleSketch`]); their 8-bit specs still load.
+pub const TOKEN_GRID_SCHEMA_VERSION: u32 = 3;
 
 /// The manifest's file name inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -259,6 +266,18 @@ pub enum BundleError {
         found: u64,
         /// [`SCHEMA_VERSION`].
         supported: u32,
+    },
+    /// A bundle older than [`TOKEN_GRID_SCHEMA_VERSION`] with a 4-bit spec: its kernels read
+    /// the old per-page sketch grid.
+    #[error(
+        "spec `{spec}` has a 4-bit sketch, and this bundle (schema {found}) predates the per-token \
+         4-bit grid (schema {TOKEN_GRID_SCHEMA_VERSION}): rebuild it (`entkv bundle create` or `autotune`)"
+    )]
+    StaleSketch {
+        /// The spec's sketch tag.
+        spec: String,
+        /// The manifest's schema version.
+        found: u32,
     },
     /// The manifest does not match the digest recorded next to it (it was edited).
     #[error("manifest digest mismatch: manifest_sha256 records {recorded}, the manifest hashes to {actual} (was manifest.json edited?)")]

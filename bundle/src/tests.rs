@@ -261,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 3);
+            edit_manifest(&t.0, |m| m.schema_version = 4);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(3);
+            v["manifest"]["schema_version"] = serde_json::json!(4);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -272,14 +272,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 3,
-                    supported: 2
+                    found: 4,
+                    supported: 3
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 3") && e.to_string().contains("versions 1–2"),
+            e.to_string().contains("schema version 4") && e.to_string().contains("versions 1–3"),
             "{e}"
         );
     }
@@ -294,7 +294,7 @@ fn other_schema_versions_are_refused() {
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
             found: 7,
-            supported: 2
+            supported: 3
         }
     ));
     // Version 1 (before per-selector rows) still reads, unless a row names a selector.
@@ -312,6 +312,33 @@ fn other_schema_versions_are_refused() {
     edit_manifest(&t.0, |m| m.schema_version = 1);
     let e = Bundle::open(&t.0).unwrap_err();
     assert!(e.to_string().contains("a selector needs schema version 2"), "{e}");
+}
+
+/// Before schema 3 a 4-bit spec meant the per-page sketch grid: such a bundle is refused with
+/// the reason, while one with 8-bit specs only still reads.
+#[test]
+fn bundles_before_the_token_grid_refuse_4_bit_specs() {
+    let t = TempDir::new("v2-8bit");
+    bundle().write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| m.schema_version = 2);
+    assert_eq!(Bundle::open(&t.0).unwrap().manifest().schema_version, 2);
+
+    let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s4);
+    for f in KernelFamily::ALL {
+        let entries = f.default_tile(&s4).entries(f, &s4).unwrap();
+        w.add_module(&module_name(f, &s4), fake_ptx(&entries), entries)
+            .unwrap();
+        w.add_row(default_row(f, &s4));
+    }
+    let t = TempDir::new("v2-4bit");
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    assert!(Bundle::open(&t.0).is_ok(), "schema 3 reads its own 4-bit spec");
+    edit_manifest(&t.0, |m| m.schema_version = 2);
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(matches!(e, BundleError::StaleSketch { found: 2, .. }), "{e}");
+    assert!(e.to_string().contains("rebuild"), "{e}");
 }
 
 #[test]

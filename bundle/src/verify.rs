@@ -4,6 +4,7 @@
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
     RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SELECTOR_SCHEMA_VERSION,
+    TOKEN_GRID_SCHEMA_VERSION,
 };
 use entkv_abi::{
     check_group, check_head_dim, check_page_size, Alpha, PagedSpec, Selector, SUPPORTED_SKETCH_BITS,
@@ -188,6 +189,12 @@ pub(crate) fn check_consistency(
     let mut specs = BTreeMap::new();
     for s in &manifest.specs {
         check_spec(s).or_else(|e| corrupt(format!("spec `{}`: {e}", s.sketch_tag())))?;
+        if s.sketch_token_grid() && manifest.schema_version < TOKEN_GRID_SCHEMA_VERSION {
+            return Err(BundleError::StaleSketch {
+                spec: s.sketch_tag(),
+                found: manifest.schema_version,
+            });
+        }
         if specs.insert(s.sketch_tag(), s).is_some() {
             return corrupt(format!("spec `{}` is listed twice", s.sketch_tag()));
         }

@@ -139,7 +139,7 @@ typedef struct {
     uint32_t kv_heads;          /**< KV heads */
     int32_t kv_dtype;           /**< ENTKV_F16, ENTKV_BF16 (or ENTKV_F32): K, V and q */
     int32_t alibi;              /**< 0 or 1: steps take per-query-head ALiBi slopes */
-    uint32_t sketch_bits;       /**< key sketch of the certified path: 4 or 8; 0 = 8 */
+    uint32_t sketch_bits;       /**< key sketch of the certified path: 4 or 8; 0 = 4 */
     int32_t method;             /**< ENTKV_DENSE … ENTKV_AUTO */
     uint32_t topk_budget_pages; /**< ENTKV_TOPK: pages kept besides the last (≥ 1); else ignored */
     uint32_t max_batch;         /**< most sequences in one step (≤ 65535) */

@@ -30,7 +30,7 @@ pub const ENTKV_AUTO: i32 = 4;
 pub const ENTKV_CERTIFIED_PRUNED: i32 = 5;
 
 /// The sketch width used when `entkv_problem::sketch_bits` is 0.
-pub const DEFAULT_SKETCH_BITS: u32 = 8;
+pub const DEFAULT_SKETCH_BITS: u32 = entkv_abi::DEFAULT_SKETCH_BITS;
 
 /// `entkv_problem`: what a decoder is created for (see [`Problem`]).
 #[repr(C)]
@@ -356,7 +356,10 @@ mod tests {
         };
         let q = p.engine_problem().unwrap();
         assert_eq!(q.method, Method::TopK { budget_pages: 7 });
-        assert_eq!((q.kv_dtype, q.alibi, q.sketch_bits), (DType::BF16, true, 8));
+        assert_eq!(
+            (q.kv_dtype, q.alibi, q.sketch_bits),
+            (DType::BF16, true, entkv_abi::DEFAULT_SKETCH_BITS)
+        );
         assert_eq!(
             (q.q_heads, q.kv_heads, q.max_batch, q.num_pages, q.max_pages),
             (4, 2, 2, 10, 5)

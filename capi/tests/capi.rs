@@ -40,7 +40,13 @@ impl Drop for TempDir {
 
 /// The one specialization of the fake bundle: α 1.5, d 32, group 1, f16, page 16, 8-bit sketch.
 fn spec() -> PagedSpec {
-    PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap()
+    PagedSpec::new(
+        DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
+        16,
+        false,
+        entkv_abi::DEFAULT_SKETCH_BITS,
+    )
+    .unwrap()
 }
 
 /// A bundle directory with every family's default row for [`spec`] (stub PTX, never loaded).
@@ -385,7 +391,7 @@ fn bad_problems_are_refused_before_the_gpu_is_opened() {
             ENTKV_ERR_BUNDLE,
             "no kernel for family `decode_dense` at spec `a1p5_d32_g2",
         ),
-        (|p| p.alibi = 1, ENTKV_ERR_BUNDLE, "_p16_alibi_s8"),
+        (|p| p.alibi = 1, ENTKV_ERR_BUNDLE, "_p16_alibi_s4"),
     ];
     for (i, (edit, status, msg)) in cases.iter().enumerate() {
         let mut p = problem();

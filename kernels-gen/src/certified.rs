@@ -32,6 +32,7 @@ use crate::finish::{
 use crate::page_meta;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
+use crate::warp_stream::WarpStream;
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -51,7 +52,19 @@ pub use entkv_abi::pipeline::certified_entry_names as entry_names;
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
 /// cand_bound, max_pages, chunks_per_split`.
 pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    score_pass(spec, tile, Walk::Full)
+    score_pass(spec, tile, Walk::Full, refines(spec))
+}
+
+/// [`select_kernel`] without rescoring, for checks: its candidates carry their sketch bounds,
+/// which must hold against every token's float64 score. Entry [`unrefined_entry`].
+pub fn unrefined_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    score_pass(spec, tile, Walk::Full, false)
+}
+
+/// `select_certified_bounds__<spec+sketch>__<tile>`: [`unrefined_select_kernel`]'s entry, apart
+/// from the shipped pass's so that a GPU module can hold both.
+pub fn unrefined_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
+    format!("select_certified_bounds__{}__{}", spec.sketch_tag(), tile.tag())
 }
 
 /// `select_certified_sel`: [`select_kernel`] over the pages in `sel_pages`/`sel_count` (the last
@@ -61,14 +74,14 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, max_pages,
 /// chunks_per_split`.
 pub fn selected_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    score_pass(spec, tile, Walk::Selected)
+    score_pass(spec, tile, Walk::Selected, refines(spec))
 }
 
 /// `select_certified_rest`: [`select_kernel`] for the (sequence, KV head) pairs whose selection
 /// is long ([`Walk::Rest`]). Parameters: those of [`select_kernel`] with `sel_count` after
 /// `seq_lens`.
 pub fn rest_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    score_pass(spec, tile, Walk::Rest)
+    score_pass(spec, tile, Walk::Rest, refines(spec))
 }
 
 /// Which tokens a certified score pass walks. After page pruning both [`Walk::Selected`] and
@@ -91,11 +104,25 @@ fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
     (kept * 4i32).le(pages * 3i32)
 }
 
-fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Kernel, KernelGenError> {
+/// Whether the score pass rescores from K the tokens whose sketch bound clears the running
+/// bound ([`BoundCtx::refine`]): with 4-bit sketches. Their bounds are ~17× wider than 8-bit
+/// ones, so ~1% of the tokens clear the bound, and kept as bounds they made the stream and the
+/// finish pass the cost of the step (results/2026-11-30-stream-gate).
+pub fn refines(spec: &PagedSpec) -> bool {
+    spec.sketch_token_grid()
+}
+
+fn score_pass(
+    spec: &PagedSpec,
+    tile: &DenseTile,
+    walk_kind: Walk,
+    refine: bool,
+) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
     tile.check(ds)?;
     let selected = walk_kind == Walk::Selected;
     let name = match walk_kind {
+        Walk::Full if !refine && refines(spec) => unrefined_entry(spec, tile),
         Walk::Full => entry_names(spec, tile).0,
         Walk::Selected => entkv_abi::pipeline::certified_selected_entry(spec, tile),
         Walk::Rest => entkv_abi::pipeline::certified_rest_entry(spec, tile),
@@ -178,15 +205,15 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
     let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
     };
-    let stream = Stream::new(
-        &mut k,
-        ds,
-        tile,
-        bufs,
-        &seg_index,
-        split_len,
-        spec.sketch_bits < 8,
-    );
+    // A per-token grid (4-bit sketches) streams warp-locally: ~1% of its tokens clear the
+    // running bound and are rescored from K as they arrive (`BoundCtx::refine`), and no other
+    // warp waits for that round trip (`warp_stream`). The 8-bit pass keeps the block stream.
+    let grid = spec.sketch_token_grid();
+    let streams = if grid {
+        Streams::Warp(WarpStream::new(&mut k, ds, tile, bufs, &seg_index, split_len))
+    } else {
+        Streams::Block(Stream::new(&mut k, ds, tile, bufs, &seg_index, split_len))
+    };
     // The chunk's pages' affine terms, computed once per page and head (not per token).
     let p = spec.page_size;
     if chunk_len % p != 0 && p % chunk_len != 0 {
@@ -196,7 +223,8 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
         }
         .into());
     }
-    let ppc = (chunk_len / p).max(1);
+    // A per-token grid needs one set of terms per head for the whole pass.
+    let ppc = if grid { 1 } else { (chunk_len / p).max(1) };
     let terms = Terms::declare(&mut k, spec, ppc, tile.threads, &qr);
     let ctx = BoundCtx {
         spec,
@@ -239,12 +267,37 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
                 words: (0..n_words)
                     .map(|_| k.let_typed("skw", Scalar::U32, 0u32))
                     .collect(),
+                range: grid.then(|| k.let_typed("skr", Scalar::U32, 0u32)),
             }
         })
         .collect();
     let positions: Vec<Var> = (0..tile.tokens_per_group)
         .map(|_| k.let_typed("pos", Scalar::I32, 0i32))
         .collect();
+    // A full walk over a per-token grid looks its pages up a chunk before it loads their
+    // sketch rows (`pages`, the pool page of each token of the chunk after next): a chunk's
+    // sketch loads then wait for one round trip, not for a block-table load and then the row.
+    // The warp stream leaves little work between a chunk's loads and their use. A selected
+    // walk finds positions through the selection, and the 8-bit pass hides its loads behind
+    // the block stream and the page terms (a register a token more spilled it at d = 128,
+    // G = 4): both keep one-stage loads.
+    let pages: Vec<Var> = (0..if selected || !grid {
+        0
+    } else {
+        tile.tokens_per_group
+    })
+        .map(|_| k.let_typed("pg_ahead", Scalar::I32, 0i32))
+        .collect();
+    let look_up_pages = |k: &mut KernelBuilder, c0: Expr| {
+        let c0 = k.let_("c0_pages", c0);
+        for (r, page) in pages.iter().enumerate() {
+            let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
+            let c = k.let_("ci_p", c0 + local);
+            let t = select(c.lt(src.len), c, 0i64);
+            let p = src.phys_page(k, t);
+            k.assign(*page, p);
+        }
+    };
     let load_chunk = |k: &mut KernelBuilder, c0: Var| {
         for (r, tok) in tokens.iter().enumerate() {
             let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
@@ -253,13 +306,36 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
             let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
             let valid = k.let_("valid_n", src.valid(c, t));
             let t = k.let_("t", select(valid, t, 0i64));
-            let row = ctx.src.row(k, t.e());
-            match ctx.sketch_words(k, row) {
+            // The token's sketch row: from the looked-up page (token 0's where this one is out
+            // of range, as `t` is), or from its K row.
+            let (code_at, range_at) = match pages.get(r) {
+                Some(page) => {
+                    let block = k.let_("sk_block", ctx.src.page_block(page.e()));
+                    let slot = k.let_("sk_slot", t.e() & (spec.page_size as i64 - 1));
+                    (
+                        page_meta::sketch_code_in(spec, block.e(), slot.e()),
+                        page_meta::sketch_range_in(spec, block.e(), slot.e()),
+                    )
+                }
+                None => {
+                    let row = ctx.src.row(k, t.e());
+                    let sketch_row = k.let_("sketch_row", row >> ds.head_dim.trailing_zeros() as i64);
+                    (
+                        page_meta::sketch_code_at(spec, sketch_row),
+                        page_meta::sketch_range_at(spec, sketch_row),
+                    )
+                }
+            };
+            match ctx.sketch_words(k, code_at) {
                 Ok(words) => {
                     k.assign(tok.t, t.i32());
                     k.assign(tok.valid, valid);
                     for (dst, w) in tok.words.iter().zip(words) {
                         k.assign(*dst, w);
+                    }
+                    if let Some(r) = tok.range {
+                        let w = k.let_("range_word", ctx.sketch.at(range_at));
+                        k.assign(r, w);
                     }
                 }
                 Err(e) => {
@@ -269,45 +345,111 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
             }
         }
     };
+    let queue = (refine && grid).then(|| RescoreQueue::new(&mut k, tile, &lanes));
+    // A queued batch: each lane group's token rescored exactly, raising the filter and
+    // appended where it clears it.
+    let rescore_batch = |k: &mut KernelBuilder, t: Var, active: Var| {
+        let Streams::Warp(ws) = &streams else {
+            unreachable!("only the warp stream queues rescorings");
+        };
+        let z = ctx.rescore(k, &qr, t, active);
+        let bounds: Vec<Vec<(Var, Var)>> = z.iter().map(|z| vec![(*z, *z)]).collect();
+        ws.raise(k, &bounds);
+        let appender = k.let_("q_owner", owner.and(active));
+        ws.append(
+            k,
+            &ChunkScores {
+                bounds,
+                position: &|_, _| t.e(),
+                owner: appender,
+            },
+        );
+    };
     // A (sequence, KV head) whose pruning kept most pages is walked in full by
     // `select_certified_rest` (see [`Walk`]); the other pass skips it (CTA-uniform), stream
     // flush included, so each workspace segment has one writer.
     let walk = |k: &mut KernelBuilder| {
-        k.if_(c_split.lt(c_end), |k| load_chunk(k, c_split));
+        if grid {
+            ctx.query_terms(k, &qr);
+        }
+        k.if_(c_split.lt(c_end), |k| {
+            look_up_pages(k, c_split.e());
+            load_chunk(k, c_split);
+            look_up_pages(k, c_split + chunk_len as i64);
+        });
         k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
             let chunk = k.let_("chunk_i", chunk);
             let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
             k.if_(c0.lt(c_end), |k| {
-                ctx.page_terms(k, &qr, c0);
+                if !grid {
+                    ctx.page_terms(k, &qr, c0);
+                }
                 // Only the chunk that reaches the last page (never sketched) scores tokens exactly
                 // from K; every other chunk reads the sketch alone (block-uniform branch).
-                let score = |k: &mut KernelBuilder, exact_tail: bool| {
+                let score = |k: &mut KernelBuilder, tail: Tail| {
                     for (r, tok) in tokens.iter().enumerate() {
-                        for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, exact_tail).into_iter().enumerate()
-                        {
+                        for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, tail).into_iter().enumerate() {
                             k.assign(bounds[g][r].0, lb);
                             k.assign(bounds[g][r].1, ub);
                         }
                         k.assign(positions[r], tok.t);
                     }
                 };
-                let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
-                k.if_else(tail, |k| score(k, true), |k| score(k, false));
+                if refine {
+                    score(k, Tail::Open);
+                } else {
+                    let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
+                    k.if_else(tail, |k| score(k, Tail::Exact), |k| score(k, Tail::Absent));
+                }
+                if let Streams::Warp(ws) = &streams {
+                    ws.raise(k, &bounds);
+                }
+                // Whether token `r` needs rescoring: its bound clears the filter for some head
+                // (checked before the next chunk's loads reuse the token registers).
+                let need: Vec<Var> = match (&streams, &queue) {
+                    (Streams::Warp(ws), Some(_)) => (0..tile.tokens_per_group as usize)
+                        .map(|r| {
+                            let clears = ws
+                                .segs
+                                .iter()
+                                .zip(&bounds)
+                                .fold(boolc(false), |acc, (s, b)| acc.or(b[r].1.gt(s.filter)));
+                            k.let_("need", owner.and(clears))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                // The next chunk's loads fly during the rescoring's round trip and the stream.
                 let c1 = k.let_("c1", c0 + chunk_len as i64);
                 let more = k.let_("more", (chunk + 1i32).lt(chunks).and(c1.lt(c_end)));
-                k.if_(more, |k| load_chunk(k, c1));
-                stream.push(
-                    k,
-                    &ChunkScores {
-                        bounds: bounds.clone(),
-                        position: &|_, r| positions[r].e(),
-                        owner,
-                        last: more.not(),
-                    },
-                );
+                k.if_(more, |k| {
+                    load_chunk(k, c1);
+                    look_up_pages(k, c1 + chunk_len as i64);
+                });
+                let scores = ChunkScores {
+                    bounds: bounds.clone(),
+                    position: &|_, r| positions[r].e(),
+                    owner,
+                };
+                match (&streams, &queue) {
+                    // A token that clears the filter is queued for rescoring, and one that does
+                    // not would not be appended: nothing is appended from the sketch.
+                    (Streams::Warp(_), Some(q)) => {
+                        q.push(k, &need, &positions);
+                        q.drain(k, false, &rescore_batch);
+                    }
+                    (Streams::Warp(ws), None) => ws.append(k, &scores),
+                    (Streams::Block(bs), _) => bs.push(k, &scores),
+                }
             });
         });
-        stream.finish(k, &seg_index);
+        if let Some(q) = &queue {
+            q.drain(k, true, &rescore_batch);
+        }
+        match &streams {
+            Streams::Warp(ws) => ws.finish(k, &seg_index),
+            Streams::Block(bs) => bs.finish(k, &seg_index),
+        }
     };
     match walk_gate {
         Some(gate) => k.if_(gate, walk),
@@ -319,6 +461,93 @@ fn score_pass(spec: &PagedSpec, tile: &DenseTile, walk_kind: Walk) -> Result<Ker
     Ok(k.finish()?)
 }
 
+/// What [`BoundCtx::token_bounds`] gives the tokens of the last page, which have no sketch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// No token of the chunk is in the last page.
+    Absent,
+    /// Their exact scores, from K.
+    Exact,
+    /// `(−∞, +∞)`: every bound clears them, so a rescoring pass ([`BoundCtx::refine`]) scores
+    /// them exactly with the tokens it rescores anyway. The exact path's K row and q' registers
+    /// (80 against 40 at one token a lane, d = 32) then never coexist with the stream's.
+    Open,
+}
+
+/// The candidate stream of a score pass: warp-local over a per-token grid, block-wide over
+/// the 8-bit per-page grid.
+enum Streams<'a> {
+    Warp(WarpStream<'a>),
+    Block(Stream<'a>),
+}
+
+/// The tokens a certified pass rescores from K (those whose sketch bound clears the filter),
+/// queued per warp in shared memory and rescored a batch at a time, one token a lane group.
+/// Rescoring each chunk's few such tokens where they arise ran the warp through a whole
+/// rescoring for one or two lanes: at `paper` 1M a third of a warp's chunks did, and that
+/// was a quarter of the pass's instructions.
+struct RescoreQueue {
+    slots: Buf,
+    /// This warp's first slot (u32).
+    base: Var,
+    /// Queued tokens (i32, warp-uniform).
+    n: Var,
+    /// Tokens a batch rescores: one a lane group of the warp.
+    batch: u32,
+    lane_group: Var,
+    /// Bits of the lanes below this one.
+    below: Var,
+}
+
+impl RescoreQueue {
+    fn new(k: &mut KernelBuilder, tile: &DenseTile, lanes: &Lanes) -> RescoreQueue {
+        let batch = WARP / lanes.lanes;
+        // A chunk queues at most `batch` tokens a token slot, and a drain leaves fewer than
+        // `batch`.
+        let cap = batch * (tile.tokens_per_group + 1);
+        let warps = tile.threads / WARP;
+        let slots = k.shared("rescore_queue", Scalar::I32, warps * cap);
+        let lane = k.let_("lane_q", k.lane());
+        RescoreQueue {
+            slots,
+            base: k.let_("queue_base", k.warp() * cap),
+            n: k.let_typed("queued", Scalar::I32, 0),
+            batch,
+            lane_group: k.let_("lane_group", lane / lanes.lanes),
+            below: k.let_("below_q", (u32c(1) << lane) - 1u32),
+        }
+    }
+
+    /// Queue the tokens at `positions` (i32) whose `need` holds (one lane of each group).
+    fn push(&self, k: &mut KernelBuilder, need: &[Var], positions: &[Var]) {
+        for (nd, pos) in need.iter().zip(positions) {
+            let mask = k.ballot(*nd);
+            k.if_(*nd, |k| {
+                let at = self.base + (self.n + (mask & self.below).popc().i32()).u32();
+                k.store(self.slots, at, *pos);
+            });
+            k.assign(self.n, self.n + mask.e().popc().i32());
+        }
+    }
+
+    /// Rescore batches while a whole one is queued (`all`: until none is), appending what
+    /// clears the filter to the stream.
+    fn drain(&self, k: &mut KernelBuilder, all: bool, rescore: &dyn Fn(&mut KernelBuilder, Var, Var)) {
+        let batch = self.batch as i32;
+        let more = if all { self.n.gt(0i32) } else { self.n.ge(batch) };
+        k.while_(more, |k| {
+            k.warp_sync(); // the pushes' stores before other lanes read them
+            let take = k.let_("take", self.n.min(batch));
+            let active = k.let_("q_active", self.lane_group.i32().lt(take));
+            let at = self.base + (self.n - take + select(active, self.lane_group.i32(), 0i32)).u32();
+            let t = k.let_("q_t", self.slots.at(at));
+            k.warp_sync(); // the reads before later pushes overwrite the slots
+            k.assign(self.n, self.n - take);
+            rescore(k, t, active);
+        });
+    }
+}
+
 /// One token of a lane group's chunk: position (i32, 0 when invalid), validity, page within
 /// the chunk and this lane's raw sketch words — what stays in registers between chunks (the K
 /// row offset is recomputed in the tail chunk instead).
@@ -327,6 +556,8 @@ struct ChunkToken {
     valid: Var,
     page_in_chunk: Var,
     words: Vec<Var>,
+    /// The token's range word (per-token grid).
+    range: Option<Var>,
 }
 
 struct BoundCtx<'a> {
@@ -366,6 +597,24 @@ struct Terms {
     /// Per head, this lane's slice of q' and the whole row's `Σ|q'_i|`, held for the whole pass
     /// when they are few registers (at most 16 a lane); read again for every page otherwise.
     queries: Option<Vec<(Vec<Var>, Var)>>,
+    /// Per-token grid: per head `Σ|q'_i|` (the other buffers hold the weights of q' itself,
+    /// `base = Σ q'_i` and the coefficient of the token's step in `ε`, see
+    /// [`BoundCtx::query_terms`]).
+    qabs: Option<Buf>,
+    /// Per-token grid: the scalar terms of each head, held in registers.
+    held: Option<Vec<HeldTerms>>,
+    /// Per-token grid: q' of every head in f32 (`[group, d]`), for the rescoring: a row of it
+    /// from global memory is f16 loads, conversions and a scaling a dimension.
+    q: Option<Buf>,
+}
+
+/// A per-token grid's scalar terms of one head ([`BoundCtx::query_terms`]).
+#[derive(Clone, Copy)]
+struct HeldTerms {
+    scale: Var,
+    base: Var,
+    eps: Var,
+    qabs: Var,
 }
 
 /// Most q' registers a lane holds across the pass for the page terms.
@@ -396,6 +645,62 @@ fn byte_words(bits: u32, words: &[Var]) -> Vec<Expr> {
     }
 }
 
+/// A weight vector quantized for `dp4a` ([`pack_weights`]).
+struct PackedWeights {
+    /// `max|w_i|/32767`.
+    scale: Var,
+    /// Whether `max|w_i| ≤ 2⁻¹⁰⁰` (all weights zero, `ε` covers all of `Σ w_i·code_i`).
+    tiny: Var,
+    wmax: Var,
+    /// The integer weights' high and low bytes, one word per byte word of the sketch.
+    hi: Vec<Expr>,
+    lo: Vec<Expr>,
+}
+
+impl PackedWeights {
+    /// `E = levels·d·(scale/2 + 2⁻²¹·max|w|)` (or `levels·d·max|w|` when tiny), the bound on
+    /// `|Σ (w_i − m_i·scale)·code_i|` (see [`BoundCtx::page_terms`]).
+    fn quant_term(&self, levels: f64, d: u32) -> Expr {
+        let per_code = select(
+            self.tiny,
+            self.wmax.e(),
+            self.scale * 0.5f32 + self.wmax * (2.0f64).powi(-21),
+        );
+        per_code * (levels * d as f64 * (1.0 + 1e-6))
+    }
+}
+
+/// Quantize this lane's weights `w` (whole byte words of the sketch, [`byte_word_dims`]) given
+/// the row's `max|w_i|`: `m_i = rint(w_i·32767/max|w|)` from `fma(w_i, 1/scale, 1.5·2²³)`,
+/// whose low bytes are `m_i`'s, packed four to a word with `prmt`.
+fn pack_weights(k: &mut KernelBuilder, bits: u32, w: &[Var], wmax: Var) -> PackedWeights {
+    let scale = k.let_("scale", wmax * (1.0 / WEIGHT_MAX));
+    // Below 2⁻¹⁰⁰ `32767/max|w|` could overflow (bf16 keys reach 1e-38): such a row gets zero
+    // weights, and ε covers all of `Σ w_i·code_i` instead.
+    let tiny = k.let_("tiny", wmax.le(WEIGHT_FLOOR));
+    let inv = k.let_("inv", select(tiny, f32c(0.0), wmax.rcp() * WEIGHT_MAX));
+    // Bytes 0 and 1 of `rint(w·inv) + 1.5·2²³` are m's low and high bytes.
+    let y: Vec<Var> = w
+        .iter()
+        .map(|x| k.let_("mq", fma(*x, inv, ROUND_MAGIC).bitcast(Scalar::U32)))
+        .collect();
+    let (mut hi, mut lo) = (Vec::new(), Vec::new());
+    for local in 0..w.len() as u32 / 4 {
+        let [a, b, c, e] = byte_word_dims(bits, local).map(|dim| y[dim as usize]);
+        let ab = k.let_("p_ab", prmt(a, b, 0x5140));
+        let ce = k.let_("p_ce", prmt(c, e, 0x5140));
+        lo.push(prmt(ab, ce, 0x5410));
+        hi.push(prmt(ab, ce, 0x7632));
+    }
+    PackedWeights {
+        scale,
+        tiny,
+        wmax,
+        hi,
+        lo,
+    }
+}
+
 impl Terms {
     fn declare(k: &mut KernelBuilder, spec: &PagedSpec, pages: u32, threads: u32, qr: &QueryRegs) -> Terms {
         let ds = &spec.decode;
@@ -408,18 +713,36 @@ impl Terms {
         // except with bf16 keys and 4-bit sketches: holding it there spilled 4 B (four CTAs an
         // SM, local ptxas sweep over α × P × dtype × ALiBi × width at d = 32); they reload it.
         let bf16_4bit = ds.kv_dtype == DType::BF16 && spec.sketch_bits == 4;
-        let queries = (!bf16_4bit && dims * group <= HELD_QUERY_REGS).then(|| {
+        let grid = spec.sketch_token_grid();
+        // A per-token grid computes its terms once, so it holds no q'.
+        let queries = (!grid && !bf16_4bit && dims * group <= HELD_QUERY_REGS).then(|| {
             let first = k.let_("first_q", k.thread_idx() % split * dims);
             (0..group as usize)
                 .map(|g| query_slice(k, qr, g, first, dims, split))
                 .collect()
         });
+        // A per-token grid's scalar terms, per head, in registers for the whole pass: loop-
+        // invariant shared loads are reloaded for every token otherwise (the loop's atomics on
+        // shared memory keep the compiler from hoisting them).
+        let held = grid.then(|| {
+            (0..group)
+                .map(|_| HeldTerms {
+                    scale: k.let_typed("h_scale", Scalar::F32, 0.0),
+                    base: k.let_typed("h_base", Scalar::F32, 0.0),
+                    eps: k.let_typed("h_eps", Scalar::F32, 0.0),
+                    qabs: k.let_typed("h_qabs", Scalar::F32, 0.0),
+                })
+                .collect()
+        });
         Terms {
             queries,
+            held,
             words: k.shared("terms_words", Scalar::U32, heads * d / 2),
             scale: k.shared("terms_scale", Scalar::F32, heads),
             base: k.shared("terms_base", Scalar::F32, heads),
             eps: k.shared("terms_eps", Scalar::F32, heads),
+            qabs: grid.then(|| k.shared("terms_qabs", Scalar::F32, heads)),
+            q: grid.then(|| k.shared("terms_q", Scalar::F32, group * d)),
             pages,
             split,
         }
@@ -444,10 +767,9 @@ fn query_slice(
 
 impl BoundCtx<'_> {
     /// `(lb, ub)` of token `t` (in chunk page `page_in_chunk`) for every head of the group (−∞
-    /// when invalid): `ŝ ∓ ε` from the sketch and the chunk's page terms; with `exact_tail`,
-    /// the exact score (both bounds) for tokens of the last page. K loads are predicated and
-    /// the lane reductions run outside any branch, so lanes of different tokens in one warp may
-    /// take different paths.
+    /// when invalid): `ŝ ∓ ε` from the sketch and the chunk's page terms; for tokens of the last
+    /// page (never sketched) per `tail`. K loads are predicated and the lane reductions run
+    /// outside any branch, so lanes of different tokens in one warp may take different paths.
     ///
     /// `ŝ = base + scale·S` with the integer `S = Σ_i m_i·code_i = 256·Σ hi_i·code_i + Σ lo_i·code_i`
     /// from `dp4a`s: exact (|S| < 2³¹ for every supported d and width), then rounded once to f32.
@@ -456,8 +778,9 @@ impl BoundCtx<'_> {
         k: &mut KernelBuilder,
         qr: &QueryRegs,
         tok: &ChunkToken,
-        exact_tail: bool,
+        tail: Tail,
     ) -> Vec<(Var, Var)> {
+        let exact_tail = tail == Tail::Exact;
         let ds = &self.spec.decode;
         let (group, d) = (ds.group as usize, ds.head_dim);
         let (valid, page_in_chunk) = (tok.valid, tok.page_in_chunk);
@@ -505,27 +828,113 @@ impl BoundCtx<'_> {
         let per_head = partial.len() / group;
         (0..group)
             .map(|g| {
-                let alibi = k.let_("alibi", alibi_term(qr, g, t, &self.src));
+                let alibi = alibi_term(qr, g, t, &self.src).map(|a| k.let_("alibi", a));
+                let plus_alibi = |x: Expr| match alibi {
+                    Some(a) => x + a,
+                    None => x,
+                };
                 // The page's terms are the same for every lane (broadcast shared loads).
-                let s = k.let_(
-                    "shat",
-                    fma(
-                        self.terms.scale.at(slots[g]),
-                        tot[per_head * g].f32(),
-                        self.terms.base.at(slots[g]),
-                    ),
-                );
-                let eps = k.let_("eps", self.terms.eps.at(slots[g]));
-                let (mut lb, mut ub) = (s - eps + alibi, s + eps + alibi);
+                let (s, eps) = match (tok.range, &self.terms.held) {
+                    (Some(range), Some(held)) => {
+                        let h = held[g];
+                        let (lo, hi) = page_meta::unpack_range(k, range);
+                        let step = k.let_(
+                            "tstep",
+                            page_meta::emit_sketch_step(self.spec.sketch_bits, lo, hi),
+                        );
+                        let scaled = h.scale * tot[per_head * g].f32();
+                        let s = k.let_("shat", fma(step, scaled, lo * h.base));
+                        let mag = h.qabs * (lo.abs().max(hi.abs()) + 1.0f32) * self.slack;
+                        let eps = k.let_("eps", fma(step, h.eps, mag));
+                        (s, eps)
+                    }
+                    _ => {
+                        let s = k.let_(
+                            "shat",
+                            fma(
+                                self.terms.scale.at(slots[g]),
+                                tot[per_head * g].f32(),
+                                self.terms.base.at(slots[g]),
+                            ),
+                        );
+                        (s, k.let_("eps", self.terms.eps.at(slots[g])))
+                    }
+                };
+                let (mut lb, mut ub) = (plus_alibi(s - eps), plus_alibi(s + eps));
                 if let Some((in_sketch, _)) = &exact_rows {
-                    let z = k.let_("zx", tot[per_head * g + 1] + alibi);
+                    let z = k.let_("zx", plus_alibi(tot[per_head * g + 1].e()));
                     lb = select(*in_sketch, lb, z);
                     ub = select(*in_sketch, ub, z);
+                }
+                if tail == Tail::Open {
+                    // The stale sketch words of the last page may decode to anything, NaN too.
+                    let in_sketch = t.lt(self.sketched);
+                    lb = select(in_sketch.clone(), lb, f32c(f64::NEG_INFINITY));
+                    ub = select(in_sketch, ub, f32c(f64::INFINITY));
                 }
                 (
                     k.let_("lbv", select(valid, lb, f32c(f64::NEG_INFINITY))),
                     k.let_("ubv", select(valid, ub, f32c(f64::NEG_INFINITY))),
                 )
+            })
+            .collect()
+    }
+
+    /// The exact score of token `t` (i32) for every head, for the lanes whose group is
+    /// `active` (the others get −∞; the lane reduction runs with the whole warp). Only active
+    /// lanes load: row values loaded under a branch and used after it would each be merged with
+    /// their other-branch value (two byte permutes a half).
+    fn rescore(&self, k: &mut KernelBuilder, qr: &QueryRegs, t: Var, active: Var) -> Vec<Var> {
+        let ds = &self.spec.decode;
+        let group = ds.group as usize;
+        let t = k.let_("t_r", t.i64());
+        let first = k.let_("qdim_r", self.lanes.sub * self.lanes.dims);
+        let dots: Vec<Var> = (0..group)
+            .map(|_| k.let_typed("dot_r", Scalar::F32, 0.0))
+            .collect();
+        let vec = self.lanes.vec;
+        let parts = self.lanes.dims / vec;
+        // Up to 64 bytes of the row in flight at once (one round trip for a d = 32 f16 row a
+        // lane), each batch consumed before the next loads.
+        let batch = (64 / (vec * self.keys.elem.size_bytes())).max(1);
+        k.if_(active, |k| {
+            let row = self.src.row(k, t.e());
+            for first_part in (0..parts).step_by(batch as usize) {
+                let these: Vec<u32> = (first_part..parts.min(first_part + batch)).collect();
+                let vals: Vec<Vec<Var>> = these
+                    .iter()
+                    .map(|part| k.load_vec("kr", self.keys, row + (first + part * vec).i64(), vec))
+                    .collect();
+                for (part, vs) in these.iter().zip(&vals) {
+                    for (g, dot) in dots.iter().enumerate() {
+                        let q = match self.terms.q {
+                            Some(qs) => {
+                                let at = k.let_("qs_at", first + (g as u32 * ds.head_dim + part * vec));
+                                (0..vec)
+                                    .step_by(4)
+                                    .flat_map(|j| k.load_vec("qs", qs, at + j, 4.min(vec)))
+                                    .collect()
+                            }
+                            None => qr.full[g].slice(k, first + part * vec, vec),
+                        };
+                        let acc = vs
+                            .iter()
+                            .zip(&q)
+                            .fold(dot.e(), |acc, (kx, qx)| fma(*qx, kx.f32(), acc));
+                        k.assign(*dot, acc);
+                    }
+                }
+            }
+        });
+        let partial: Vec<(Reduce, Expr)> = dots.iter().map(|d| (Reduce::Sum, d.e())).collect();
+        let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
+        (0..group)
+            .map(|g| {
+                let z = match alibi_term(qr, g, t, &self.src) {
+                    Some(a) => tot[g] + a,
+                    None => tot[g].e(),
+                };
+                k.let_("zr", select(active, z, f32c(f64::NEG_INFINITY)))
             })
             .collect()
     }
@@ -613,32 +1022,15 @@ impl BoundCtx<'_> {
                     tm.split,
                 );
                 let (base, half, wmax, babs) = (sums[0], sums[1], sums[2], sums[3]);
-                let scale = k.let_("scale", wmax * (1.0 / WEIGHT_MAX));
-                // Below 2⁻¹⁰⁰ `32767/max|w|` could overflow (bf16 keys reach 1e-38): such a page
-                // gets zero weights, and ε covers all of `Σ w_i·code_i` instead.
-                let tiny = k.let_("tiny", wmax.le(WEIGHT_FLOOR));
-                let inv = k.let_("inv", select(tiny, f32c(0.0), wmax.rcp() * WEIGHT_MAX));
                 let slot = k.let_("slot_q", pi * ds.group + g);
-                // Bytes 0 and 1 of `rint(w·inv) + 1.5·2²³` are m's low and high bytes.
-                let y: Vec<Var> = w
-                    .iter()
-                    .map(|x| k.let_("mq", fma(*x, inv, ROUND_MAGIC).bitcast(Scalar::U32)))
-                    .collect();
-                let (mut hi, mut lo) = (Vec::new(), Vec::new());
-                for local in 0..dims / 4 {
-                    let [a, b, c, e] = byte_word_dims(bits, local).map(|dim| y[dim as usize]);
-                    let ab = k.let_("p_ab", prmt(a, b, 0x5140));
-                    let ce = k.let_("p_ce", prmt(c, e, 0x5140));
-                    lo.push(prmt(ab, ce, 0x5410));
-                    hi.push(prmt(ab, ce, 0x7632));
-                }
+                let pw = pack_weights(k, bits, &w, wmax);
+                let (scale, hi, lo) = (pw.scale, pw.hi.clone(), pw.lo.clone());
                 k.if_(used, |k| {
                     let at = k.let_("wq_at", slot * (d / 2) + sub * (dims / 4));
                     page_meta::store_run(k, tm.words, at.e(), &hi);
                     page_meta::store_run(k, tm.words, at + d / 4, &lo);
                     k.if_(sub.eq_(0u32), |k| {
-                        let per_code = select(tiny, wmax.e(), scale * 0.5f32 + wmax * (2.0f64).powi(-21));
-                        let quant = per_code * (levels * d as f64 * (1.0 + 1e-6));
+                        let quant = pw.quant_term(levels, d);
                         let mag = qabs * (babs + 1.0f32) * self.slack;
                         k.store(tm.base, slot, base);
                         k.store(tm.eps, slot, half * (0.5 * (1.0 + 1e-6)) + mag + quant);
@@ -650,14 +1042,63 @@ impl BoundCtx<'_> {
         k.barrier();
     }
 
-    /// This lane's raw sketch words of the token whose K row starts at `row`. Loaded for every
-    /// token (the last page's sketch rows exist in the pool, their codes are simply not used),
-    /// so no load sits in a divergent branch.
-    fn sketch_words(&self, k: &mut KernelBuilder, row: Var) -> Result<Vec<Var>, KernelGenError> {
-        // A token's sketch row has the index of its K row (same (page, head, slot) order).
-        let sketch_row = k.let_("sketch_row", row / self.spec.decode.head_dim as i64);
+    /// The terms of a per-token grid, once per pass, for every head: the integer weights of q'
+    /// itself (the page terms' code with `w = q'`), `base = Σ q'_i`, `Σ|q'_i|` and the
+    /// coefficient of the token's step in `ε`, `Σ|q'_i|/2 + E` (`E` as in
+    /// [`BoundCtx::page_terms`]). A token then has `ŝ = min·Σq' + step·scale·S` and
+    /// `ε = step·(Σ|q'|/2 + E) + slack·Σ|q'|·(max(|min|, |max|) + 1)` from its range word:
+    /// `k̂_i = min + code_i·step` and `|k_i − k̂_i| ≤ step/2 + 2⁻²²·(max − min) + 2⁻¹²⁶`
+    /// (`entkv_abi::meta`), whose last two terms the slack covers as for a page's grid. Ends
+    /// with a barrier.
+    fn query_terms(&self, k: &mut KernelBuilder, qr: &QueryRegs) {
+        let ds = &self.spec.decode;
+        let d = ds.head_dim;
+        let tm = &self.terms;
+        let qabs_buf = tm.qabs.expect("a per-token grid declares Σ|q'|");
+        let dims = d / tm.split;
+        let levels = sketch_levels(self.spec.sketch_bits) as f64;
+        let tid = k.let_("tid_t", k.thread_idx());
+        let sub = k.let_("sub_t", tid % tm.split);
+        let used = k.let_("used_t", tid.lt(tm.split));
+        let first = k.let_("first_t", sub * dims);
+        for g in 0..ds.group {
+            let (q, qabs) = query_slice(k, qr, g as usize, first, dims, tm.split);
+            let sum = q.iter().fold(f32c(0.0), |acc, x| acc + *x);
+            let wmax = q.iter().fold(f32c(0.0), |acc, x| acc.max(x.abs()));
+            let sums = k.warp_allreduce_width(&[(Reduce::Sum, sum), (Reduce::Max, wmax)], tm.split);
+            let pw = pack_weights(k, self.spec.sketch_bits, &q, sums[1]);
+            k.if_(used, |k| {
+                if let Some(qs) = tm.q {
+                    let vals: Vec<Expr> = q.iter().map(|x| x.e()).collect();
+                    page_meta::store_run(k, qs, first + g * d, &vals);
+                }
+                let at = k.let_("wq_at", g * (d / 2) + sub * (dims / 4));
+                page_meta::store_run(k, tm.words, at.e(), &pw.hi);
+                page_meta::store_run(k, tm.words, at + d / 4, &pw.lo);
+                k.if_(sub.eq_(0u32), |k| {
+                    k.store(tm.base, g, sums[0]);
+                    k.store(tm.eps, g, qabs * (0.5 * (1.0 + 1e-6)) + pw.quant_term(levels, d));
+                    k.store(tm.scale, g, pw.scale);
+                    k.store(qabs_buf, g, qabs);
+                });
+            });
+        }
+        k.barrier();
+        for (g, h) in tm.held.iter().flatten().enumerate() {
+            let g = g as u32;
+            k.assign(h.scale, tm.scale.at(g));
+            k.assign(h.base, tm.base.at(g));
+            k.assign(h.eps, tm.eps.at(g));
+            k.assign(h.qabs, qabs_buf.at(g));
+        }
+    }
+
+    /// This lane's raw sketch words of the token whose code row starts at word `code_at` (i64).
+    /// Loaded for every token (the last page's sketch rows exist in the pool, their
+    /// codes are simply not used), so no load sits in a divergent branch.
+    fn sketch_words(&self, k: &mut KernelBuilder, code_at: Expr) -> Result<Vec<Var>, KernelGenError> {
         let first = self.lanes.sub * self.lanes.dims;
-        page_meta::emit_sketch_words_at(k, self.spec, self.sketch, sketch_row, first, self.lanes.dims)
+        page_meta::emit_sketch_words_from(k, self.spec, self.sketch, code_at, first, self.lanes.dims)
     }
 }
 
@@ -679,12 +1120,10 @@ fn load_row_if(k: &mut KernelBuilder, lanes: &Lanes, buf: Buf, row: Var, cond: E
     vals
 }
 
-/// `(α−1)·slope_h·(t − (len − 1))` for head `g`, or 0.
-fn alibi_term(qr: &QueryRegs, g: usize, t: Var, src: &TokenSource) -> Expr {
-    match qr.alibi[g] {
-        Some(s) => s * (t - (src.seq_len - 1i64)).f32(),
-        None => f32c(0.0),
-    }
+/// `(α−1)·slope_h·(t − (len − 1))` for head `g` (none without ALiBi: adding 0 is not free, `-0 + 0`
+/// is `+0`).
+fn alibi_term(qr: &QueryRegs, g: usize, t: Var, src: &TokenSource) -> Option<Expr> {
+    qr.alibi[g].map(|s| s * (t - (src.seq_len - 1i64)).f32())
 }
 
 /// `decode_certified`: grid (query heads, batch). Parameters: `q, k_pool, v_pool, block_table,

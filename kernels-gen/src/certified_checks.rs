@@ -2,10 +2,13 @@
 //! float64 reference over *every* token) on every input, adversarial ones included, while the
 //! number of kept tokens is reported.
 
+use crate::certified;
 use crate::check::{compare, DenseOutputs};
 use crate::decode_checks::add_paged_inputs;
 use crate::paged_data::{paged_reference, KeyData, PagedCase};
-use crate::pipelines::{certified_prune_pipeline, decode_pipeline, meta_build_pipeline, DecodeKind};
+use crate::pipelines::{
+    certified_bounds_pipeline, certified_prune_pipeline, decode_pipeline, meta_build_pipeline, DecodeKind,
+};
 use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use entkv_abi::{full_pages, DType, DecodeSpec, DenseTile, PagedSpec};
@@ -51,6 +54,16 @@ impl KernelCheck for CertifiedCheck {
         let mut pipeline = decode_pipeline(kind, spec, &self.tile, &x.shape, max_tokens, self.sm_count)?;
         if self.pruned {
             pipeline = certified_prune_pipeline(spec, &x.shape)?.then(pipeline);
+        } else if certified::refines(spec) {
+            // The pass's candidates hold exact scores; rerun it without rescoring (after the
+            // finish has read them) so that `verify` sees, and checks, the sketch bounds.
+            pipeline = pipeline.then(certified_bounds_pipeline(
+                spec,
+                &self.tile,
+                &x.shape,
+                max_tokens,
+                self.sm_count,
+            )?);
         }
         // Metadata for every full page, built by `page_meta_build` in the same program.
         let pages =
@@ -92,7 +105,10 @@ impl KernelCheck for CertifiedCheck {
         // tight drops tokens only when they happen to matter; this catches it on any data).
         // Sketched tokens exactly: the bound's slack covers every f32 rounding, so it holds
         // against the float64 score of the same f16/bf16 inputs with no tolerance. Tokens of
-        // the last page carry their f32 exact score, which may round below the float64 one.
+        // the last page carry their f32 exact score, which may round below the float64 one, and
+        // so does every candidate of a pass that rescores what clears its bound (4-bit
+        // sketches, `certified::refines`): it appends only rescored tokens. So the plain run of
+        // such a spec is followed by the pass without rescoring, whose bounds are checked here.
         let (ub, idx, count) = (
             ran.get("cand_ub").to_f64_vec(),
             ran.get("cand_idx").to_f64_vec(),
@@ -101,6 +117,9 @@ impl KernelCheck for CertifiedCheck {
         let splits = count.len() / full.heads.len();
         let seg_len = ub.len() / count.len();
         let page = self.case.spec.page_size as usize;
+        // A rescoring pass's candidates hold exact scores, except where the check reran it
+        // without rescoring (`program`): the pruned runs.
+        let refined = self.pruned && certified::refines(&self.case.spec);
         let mut bad_bounds = 0usize;
         for (seg, &n) in count.iter().enumerate() {
             let head = seg / splits;
@@ -108,7 +127,7 @@ impl KernelCheck for CertifiedCheck {
             let sketched = (x.seq_lens[head / hq] as usize - 1) / page * page;
             for at in seg * seg_len..seg * seg_len + n as usize {
                 let t = idx[at] as usize;
-                let tol = if t < sketched {
+                let tol = if t < sketched && !refined {
                     0.0
                 } else {
                     1e-5 * z[t].abs().max(1.0)

@@ -103,7 +103,7 @@ pub fn score_kernel(
         let _ = k;
         (b * q_heads + h).i64() * splits.i64() + split.i64()
     };
-    let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len, false);
+    let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len);
     // A selection's pages are looked up once per chunk into shared memory
     // (`TokenSource::stage`, `stage_at`) when its chunks are page-aligned; the dense walk
     // reads its block table per token, which measured faster there at 128k and 1M.
@@ -169,7 +169,6 @@ pub fn score_kernel(
                     bounds,
                     position: &position,
                     owner,
-                    last: boolc(false), // not gated
                 },
             );
         });

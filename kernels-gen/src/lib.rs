@@ -29,6 +29,7 @@ pub mod stream;
 pub mod suite;
 pub mod tokens;
 pub mod topk;
+pub mod warp_stream;
 
 use entkv_abi::{DType, DecodeSpec, DenseTile, Elem, PagedSpec, SpecError};
 use entkv_dsl::{DslError, Kernel, Scalar};

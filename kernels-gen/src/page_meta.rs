@@ -20,8 +20,8 @@ use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::{scalar_of, KernelGenError, KernelModule};
 use entkv_abi::{
     completed_pages, full_pages, meta_build_geometry, meta_entry_names, meta_update_geometry,
-    sketch_error_bound, sketch_inv_levels, sketch_levels, sketch_step, sketch_word_shift, DType, DecodeSpec,
-    MetaTile, PagedSpec, SpecError, META_CHUNK_DIMS, META_STD_FLOOR,
+    pack_sketch_range, sketch_error_bound, sketch_inv_levels, sketch_levels, sketch_step, sketch_word_shift,
+    unpack_sketch_range, DType, DecodeSpec, MetaTile, PagedSpec, SpecError, META_CHUNK_DIMS, META_STD_FLOOR,
 };
 use entkv_dsl::*;
 use std::collections::BTreeSet;
@@ -125,7 +125,13 @@ fn finish_dim(k: &mut KernelBuilder, spec: &PagedSpec, s: &Stats) -> ([Expr; 4],
     let kd = scalar_of(spec.decode.kv_dtype);
     let var = s.m2 * (1.0 / spec.page_size as f64);
     let std = k.let_("std", var.sqrt().max(META_STD_FLOOR));
-    let step = k.let_("step", emit_sketch_step(spec.sketch_bits, s.min, s.max));
+    let stored = [s.min.cast(kd), s.max.cast(kd), s.mean.cast(kd), std.cast(kd)];
+    (stored, quant_for(k, spec, s.min, s.max))
+}
+
+/// Quantization parameters of the grid `[min, max]` (f32 values a consumer reads back exactly).
+fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, min: Var, max: Var) -> Quant {
+    let step = k.let_("step", emit_sketch_step(spec.sketch_bits, min, max));
     let positive = step.gt(0.0f32);
     let (inv, scale) = if needs_scale(spec) {
         let scale = k.let_("qscale", select(step.lt(TINY_STEP), SCALE_UP, 1.0));
@@ -133,13 +139,11 @@ fn finish_dim(k: &mut KernelBuilder, spec: &PagedSpec, s: &Stats) -> ([Expr; 4],
     } else {
         (select(positive, step.rcp(), 0.0f32), None)
     };
-    let stored = [s.min.cast(kd), s.max.cast(kd), s.mean.cast(kd), std.cast(kd)];
-    let quant = Quant {
-        min: s.min,
+    Quant {
+        min,
         inv: k.let_("qinv", inv),
         scale,
-    };
-    (stored, quant)
+    }
 }
 
 /// The code of `x` (f32): `min(⌊(x − min)·scale·inv + 0.5⌋, 2^bits − 1)`.
@@ -344,17 +348,41 @@ fn emit_page_head(
         }
     };
 
-    // The sketch of this thread's rows: chunk `tid + j·threads` of the block is word(s)
-    // `(ph·P·d/8 + tid + j·threads)·bits/4` of the sketch (8 codes per 4-bit word).
+    // The sketch of this thread's rows: chunk `c = tid + j·threads` of the block is code
+    // word(s) `c·bits/4` of its block (8 codes per 4-bit word), token `c / lanes`.
     let words_per_chunk = bits / 4;
-    let sk_at = k.let_(
-        "sk_at",
-        (ph * (p * lanes) as i64 + tid.i64()) * words_per_chunk as i64,
-    );
+    let block = k.let_("sk_block", ph * spec.sketch_block_words() as i64);
+    let sk_at = k.let_("sk_at", block + tid.i64() * words_per_chunk as i64);
     for (j, row) in rows.iter().enumerate() {
+        let row_quant: Vec<Quant> = if spec.sketch_token_grid() {
+            // The token's own range: its row is spread over `lanes` adjacent threads.
+            let mut lo = k.let_("tok_lo", row[1..].iter().fold(row[0].e(), |m, x| m.min(*x)));
+            let mut hi = k.let_("tok_hi", row[1..].iter().fold(row[0].e(), |m, x| m.max(*x)));
+            let mut off = 1;
+            while off < lanes {
+                let olo = k.shuffle(ShuffleMode::Xor, lo, u32c(off as u64));
+                let ohi = k.shuffle(ShuffleMode::Xor, hi, u32c(off as u64));
+                lo = k.let_("tok_lo", lo.min(olo));
+                hi = k.let_("tok_hi", hi.max(ohi));
+                off *= 2;
+            }
+            let lo_bits = bf16_bits_outward(k, lo, false);
+            let hi_bits = bf16_bits_outward(k, hi, true);
+            let lo = k.let_("grid_lo", lo_bits.e().bitcast(Scalar::F32));
+            let hi = k.let_("grid_hi", hi_bits.e().bitcast(Scalar::F32));
+            let slot = k.let_("sk_slot", (tid + j as u32 * threads) / lanes);
+            k.if_(chunk.eq_(0u32), |k| {
+                let at = block + (p * spec.sketch_words()) as i64 + slot.i64();
+                k.store(out.sketch, at, (lo_bits >> 16u32) | hi_bits);
+            });
+            let q = quant_for(k, spec, lo, hi);
+            (0..cd).map(|_| q).collect()
+        } else {
+            quant.clone()
+        };
         let codes: Vec<Expr> = row
             .iter()
-            .zip(&quant)
+            .zip(&row_quant)
             .map(|(x, q)| quantize(*x, q, bits))
             .collect();
         let words: Vec<Expr> = codes
@@ -446,11 +474,66 @@ pub fn modules(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError> {
 // ---------------------------------------------------------------------------------------------
 // Reading the sketch (for the kernels that consume it)
 
-/// Sketch row of token `slot` of (page, head) `ph = page·kv_heads + head`: its words start at
-/// `row·sketch_words`.
+/// Sketch row of token `slot` of (page, head) `ph = page·kv_heads + head` (its K row / d):
+/// its code words start at [`sketch_code_at`].
 pub fn sketch_row(spec: &PagedSpec, ph: impl IntoExpr, slot: impl IntoExpr) -> Expr {
     let ph = ph.into_expr(Some(Scalar::I64)).i64();
     ph * spec.page_size as i64 + slot.into_expr(Some(Scalar::I64)).i64()
+}
+
+/// Word index of sketch row `row`'s first code word, as `PagedSpec::sketch_code_at`.
+pub fn sketch_code_at(spec: &PagedSpec, row: impl IntoExpr) -> Expr {
+    let row = row.into_expr(Some(Scalar::I64)).i64();
+    if spec.sketch_token_grid() {
+        let (block, slot) = block_and_slot(spec, row);
+        sketch_code_in(spec, block, slot)
+    } else {
+        row * spec.sketch_words() as i64
+    }
+}
+
+/// Word index of sketch row `row`'s range word (per-token grid), as
+/// `PagedSpec::sketch_range_at`.
+pub fn sketch_range_at(spec: &PagedSpec, row: impl IntoExpr) -> Expr {
+    let (block, slot) = block_and_slot(spec, row.into_expr(Some(Scalar::I64)).i64());
+    sketch_range_in(spec, block, slot)
+}
+
+/// `(row / P, row mod P)` of a sketch row (≥ 0; P is a power of two).
+pub fn block_and_slot(spec: &PagedSpec, row: Expr) -> (Expr, Expr) {
+    let p = spec.page_size as i64;
+    (row.clone() >> p.trailing_zeros() as i64, row & (p - 1))
+}
+
+/// Word index of the first code word of slot `slot` (i64) in (page, KV head) block `block`
+/// (i64, `page·kv_heads + head`): the same place as [`sketch_code_at`], without the divisions.
+pub fn sketch_code_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
+    block * spec.sketch_block_words() as i64 + slot * spec.sketch_words() as i64
+}
+
+/// Word index of slot `slot`'s range word in block `block` (per-token grid), as
+/// [`sketch_range_at`].
+pub fn sketch_range_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
+    block * spec.sketch_block_words() as i64 + (spec.page_size * spec.sketch_words()) as i64 + slot
+}
+
+/// `(min, max)` (f32) of a range word (`entkv_abi::unpack_sketch_range`).
+pub fn unpack_range(k: &mut KernelBuilder, word: impl IntoExpr) -> (Var, Var) {
+    let w = k.let_("range_w", word.into_expr(Some(Scalar::U32)));
+    (
+        k.let_("range_lo", (w << 16u32).bitcast(Scalar::F32)),
+        k.let_("range_hi", (w & 0xFFFF_0000u32).bitcast(Scalar::F32)),
+    )
+}
+
+/// f32 `x` rounded to a bf16 value toward +∞ (`up`) or −∞ (`entkv_abi::pack_sketch_range`),
+/// as its f32 bits.
+fn bf16_bits_outward(k: &mut KernelBuilder, x: Var, up: bool) -> Var {
+    let bits = k.let_("xb", x.e().bitcast(Scalar::U32));
+    let truncated = k.let_("xt", bits & 0xFFFF_0000u32);
+    let away = if up { x.gt(0.0f32) } else { x.lt(0.0f32) };
+    let bump = truncated.ne_(bits).and(away);
+    k.let_("xo", select(bump, truncated + 0x1_0000u32, truncated))
 }
 
 /// The code (u32) of dimension `dim` (any integer expression) of sketch row `row` (an integer
@@ -467,7 +550,7 @@ pub fn emit_sketch_code(
     let row = row.into_expr(Some(Scalar::I64)).i64();
     // dim·bits/32 and (dim·bits) mod 32 with bits a power of two.
     let per_word = 32 / bits;
-    let word = sketch.at(row * spec.sketch_words() as i64 + (dim / per_word).i64());
+    let word = sketch.at(sketch_code_at(spec, row) + (dim / per_word).i64());
     (word >> ((dim % per_word) * bits)) & sketch_levels(bits)
 }
 
@@ -492,11 +575,9 @@ pub fn emit_sketch_codes(
         ))
         .into());
     }
-    let at = k.let_(
-        "sk_at",
-        row.into_expr(Some(Scalar::I64)).i64() * spec.sketch_words() as i64 + (first / per_word) as i64,
-    );
-    // Row starts are 16-byte aligned (sketch_words is a multiple of 4), so a vector of n words
+    let at = k.let_("sk_at", sketch_code_at(spec, row) + (first / per_word) as i64);
+    // Row starts are 16-byte aligned (sketch_words and a block's range words are multiples of
+    // 4), so a vector of n words
     // is aligned when its offset in the row is a multiple of n.
     Ok(load_codes(k, spec, sketch, at, count, |w, n| {
         (first / per_word + w) % n == 0
@@ -529,6 +610,19 @@ pub fn emit_sketch_words_at(
     first: impl IntoExpr,
     count: u32,
 ) -> Result<Vec<Var>, KernelGenError> {
+    emit_sketch_words_from(k, spec, sketch, sketch_code_at(spec, row), first, count)
+}
+
+/// [`emit_sketch_words_at`] of the code row starting at word `code_at` (e.g. from
+/// [`sketch_code_in`]).
+pub fn emit_sketch_words_from(
+    k: &mut KernelBuilder,
+    spec: &PagedSpec,
+    sketch: Buf,
+    code_at: impl IntoExpr,
+    first: impl IntoExpr,
+    count: u32,
+) -> Result<Vec<Var>, KernelGenError> {
     let per_word = 32 / spec.sketch_bits;
     if count % per_word != 0 || count == 0 || spec.decode.head_dim % count != 0 {
         return Err(SpecError::BadShape(format!(
@@ -540,7 +634,7 @@ pub fn emit_sketch_words_at(
     let first = first.into_expr(Some(Scalar::U32)).u32();
     let at = k.let_(
         "sk_at",
-        row.into_expr(Some(Scalar::I64)).i64() * spec.sketch_words() as i64 + (first / per_word).i64(),
+        code_at.into_expr(Some(Scalar::I64)) + (first / per_word).i64(),
     );
     // `first` is a multiple of `count`, so the slice starts on a multiple of its word count:
     // vectors whose length divides it stay aligned.
@@ -894,7 +988,8 @@ impl KernelCheck for MetaCheck {
             for h in 0..hkv {
                 let ph = page * hkv + h;
                 let meta = |buf: &[f64], row: usize| buf[(ph * 2 + row) * d..][..d].to_vec();
-                let sk = &sketch[ph * p * words..][..p * words];
+                let block_words = spec.sketch_block_words() as usize;
+                let sk = &sketch[ph * block_words..][..block_words];
                 if !expected.contains(&(page as i32)) {
                     let meta_left = [0, 1].iter().all(|&r| {
                         meta(&bounds, r).iter().all(|v| v.is_nan())
@@ -927,15 +1022,35 @@ impl KernelCheck for MetaCheck {
                 }
                 for (slot, key) in keys.iter().enumerate() {
                     let codes = sketch_codes(spec, &sk[slot * words..][..words]);
+                    // The grid: the page's bounds per dimension, or the token's range word.
+                    let grid = |i: usize| -> (f64, f64) {
+                        if spec.sketch_token_grid() {
+                            let (lo, hi) =
+                                key.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+                                    (a.min(v), b.max(v))
+                                });
+                            let (lo, hi) = unpack_sketch_range(pack_sketch_range(lo as f32, hi as f32));
+                            (lo as f64, hi as f64)
+                        } else {
+                            (r.min[i], r.max[i])
+                        }
+                    };
+                    if spec.sketch_token_grid() {
+                        let (lo, hi) = grid(0);
+                        if sk[p * words + slot] != pack_sketch_range(lo as f32, hi as f32) {
+                            bound_errors += 1;
+                        }
+                    }
                     for i in 0..d {
-                        let step = sketch_step(bits, r.min[i] as f32, r.max[i] as f32);
-                        let err = ((key[i] - r.min[i]) - codes[i] as f64 * step as f64).abs();
-                        sketch_w.see(err, sketch_error_bound(step, r.min[i] as f32, r.max[i] as f32));
-                        if r.max[i] > r.min[i] {
-                            let ex = (err - 0.5 * step as f64) / (r.max[i] - r.min[i]);
+                        let (lo, hi) = grid(i);
+                        let step = sketch_step(bits, lo as f32, hi as f32);
+                        let err = ((key[i] - lo) - codes[i] as f64 * step as f64).abs();
+                        sketch_w.see(err, sketch_error_bound(step, lo as f32, hi as f32));
+                        if hi > lo {
+                            let ex = (err - 0.5 * step as f64) / (hi - lo);
                             excess = excess.max(ex * 16_777_216.0);
                         }
-                        let (near, tie) = nearest_code(bits, key[i], r.min[i], r.max[i]);
+                        let (near, tie) = nearest_code(bits, key[i], lo, hi);
                         if codes[i] != near {
                             if tie <= 1.0 / 4096.0 {
                                 near_ties += 1;
@@ -1180,12 +1295,19 @@ mod tests {
         let x = c.inputs();
         let first = x.block_table[0] as usize; // logical page 0 of sequence 0, built
         let last = x.block_table[x.shape.max_pages as usize] as usize; // sequence 1's partial page
-        let words = c.case.spec.sketch_words() as usize;
+        let spec = c.case.spec;
+        let code = |page: usize| spec.sketch_code_at(page as u64 * 16) as usize;
         let mut bad = p.clone();
-        bad.buffers.get_mut("sketch").unwrap().as_u32_mut().unwrap()[first * 16 * words] ^= 0x3;
+        // Dimension 0's code moves by at least 4 (a code off by one at a rounding tie passes).
+        bad.buffers.get_mut("sketch").unwrap().as_u32_mut().unwrap()[code(first)] ^= 0xC;
         assert!(!c.verify(&bad).passed);
         let mut bad = p.clone();
-        bad.buffers.get_mut("sketch").unwrap().as_u32_mut().unwrap()[last * 16 * words] = 0;
+        bad.buffers.get_mut("sketch").unwrap().as_u32_mut().unwrap()[code(last)] = 0;
+        assert!(!c.verify(&bad).passed);
+        // A token's range word.
+        let mut bad = p.clone();
+        bad.buffers.get_mut("sketch").unwrap().as_u32_mut().unwrap()
+            [spec.sketch_range_at(first as u64 * 16 + 3) as usize] ^= 0x1_0000;
         assert!(!c.verify(&bad).passed);
         let mut bad = p.clone();
         bad.buffers.insert(

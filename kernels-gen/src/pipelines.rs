@@ -82,6 +82,22 @@ pub fn decode_pipeline(
     attach(plan, kernels)
 }
 
+/// The certified score pass alone, without rescoring (`certified::unrefined_select_kernel`),
+/// over the plan of [`decode_pipeline`]'s `Certified` kind: a check runs it after the decode to
+/// see the candidates' sketch bounds.
+pub fn certified_bounds_pipeline(
+    spec: &PagedSpec,
+    tile: &DenseTile,
+    shape: &PagedShape,
+    max_tokens: u64,
+    sm_count: u32,
+) -> Result<Pipeline, KernelGenError> {
+    let mut plan = decode_calls(DecodeKind::Certified, spec, tile, shape, max_tokens, sm_count)?;
+    plan.calls.truncate(1);
+    plan.calls[0].entry = certified::unrefined_entry(spec, tile);
+    attach(plan, vec![certified::unrefined_select_kernel(spec, tile)?])
+}
+
 /// Build the metadata of the physical pages in `pages` (e.g. `entkv_abi::full_pages` after
 /// prefill), read from buffer `meta_pages`; returns the list to put there.
 pub fn meta_build_pipeline(

@@ -31,9 +31,6 @@ pub struct Segment {
     pub hi: Var,
     /// Next point to test as a bound (block-uniform, in `[lo, hi]`).
     pub probe: Var,
-    /// In a gated stream (see [`Stream::new`]), the count above which a segment longer than
-    /// the block is tightened again (i32, block-uniform).
-    pub tighten_at: Option<Var>,
 }
 
 /// Workspace buffers of the candidates: lower bound (the score itself for exact scores),
@@ -70,8 +67,6 @@ pub struct ChunkScores<'p> {
     /// selection) then keeps no position registers across the chunk's reductions.
     pub position: &'p dyn Fn(&mut KernelBuilder, usize) -> Expr,
     pub owner: Var,
-    /// Whether this is the split's last chunk (a gated stream tightens after it).
-    pub last: Expr,
 }
 
 pub struct Stream<'a> {
@@ -87,15 +82,10 @@ pub struct Stream<'a> {
 
 impl<'a> Stream<'a> {
     /// Declare the shared scratch and one empty segment per head; `seg_index(g)` is the
-    /// segment number of head `g` and `seg_len` the segment capacity (i64).
-    ///
-    /// `gated`: tighten a segment longer than the block only when it has doubled since its
-    /// last prune, so each candidate is swept a bounded number of times however many stay
-    /// above the bound; otherwise on every chunk that appends. Gate a pass whose segments
-    /// outgrow the block (the certified pass with 4-bit sketches keeps ~1% of the tokens,
-    /// 1.3k a split at `paper` 1M, and swept them every chunk). Passes whose segments fit
-    /// leave it off and keep their code: the 8-bit certified pass runs at its register limit,
-    /// where variants of the gate made ptxas 13 spill it (up to 64 B).
+    /// segment number of head `g` and `seg_len` the segment capacity (i64). Segments are
+    /// tightened after every chunk that appends: the passes using this stream keep them short
+    /// (a pass whose segments outgrow the block streams per warp, [`crate::warp_stream`], and
+    /// gates its tightening there).
     pub fn new(
         k: &mut KernelBuilder,
         spec: &'a DecodeSpec,
@@ -103,7 +93,6 @@ impl<'a> Stream<'a> {
         bufs: CandidateBufs,
         seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr,
         seg_len: Var,
-        gated: bool,
     ) -> Stream<'a> {
         let warps = tile.threads / WARP;
         let red = k.shared("red", Scalar::F32, warps * 2 * spec.group);
@@ -117,7 +106,6 @@ impl<'a> Stream<'a> {
                     lo: k.let_typed("lo", Scalar::F32, f64::NEG_INFINITY),
                     hi: k.let_typed("hi", Scalar::F32, f64::NEG_INFINITY),
                     probe: k.let_typed("probe", Scalar::F32, f64::NEG_INFINITY),
-                    tighten_at: gated.then(|| k.let_typed("tighten_at", Scalar::I32, tile.threads as i32)),
                 }
             })
             .collect();
@@ -189,34 +177,17 @@ impl<'a> Stream<'a> {
             k.assign(s.count, s.count + total);
             k.assign(added, added + total);
         }
-        // Tighten while a segment fits the block (a Newton sweep is one load a thread); a
-        // gated segment longer than that only once it has doubled since its last prune, and
-        // after the last chunk, appends or not: the final prune then uses a recent bound and
-        // reads only appends a barrier has ordered.
+        // Tighten after every chunk that appends (a Newton sweep is one load a thread while a
+        // segment fits the block).
         let threads = self.tile.threads as i32;
-        let gated = self.segs.iter().any(|s| s.tighten_at.is_some());
-        let tighten = if gated {
-            let due = self.segs.iter().fold(boolc(false), |d, s| match s.tighten_at {
-                Some(at) => d.or(s.count.le(threads).or(s.count.gt(at))),
-                None => d,
-            });
-            added.gt(0i32).and(due).or(chunk.last.clone())
-        } else {
-            added.gt(0i32)
-        };
-        k.if_(tighten, |k| {
+        k.if_(added.gt(0i32), |k| {
             k.barrier(); // the appends above are read back below
             let his: Vec<Var> = self.segs.iter().map(|s| k.let_("hi_b", s.hi)).collect();
             for _ in 0..self.tile.newton_steps {
                 self.newton(k, &his);
             }
             for s in &self.segs {
-                k.if_(s.count.gt(threads), |k| {
-                    self.prune(k, s);
-                    if let Some(at) = s.tighten_at {
-                        k.assign(at, (s.count * 2i32).max(threads));
-                    }
-                });
+                k.if_(s.count.gt(threads), |k| self.prune(k, s));
             }
         });
     }
@@ -332,123 +303,5 @@ impl<'a> Stream<'a> {
                 k.store(bufs.bound, seg, s.lo);
             });
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use entkv_abi::DType;
-    use entkv_dsl::interp::{run, Arg, HostBuffer, LaunchDims};
-
-    const THREADS: u32 = 64;
-    const CHUNK: usize = 128; // one lane a token, two tokens a lane
-
-    /// Run a gated stream of one head over two chunks of scores (−∞: no token) in the
-    /// interpreter, races checked; returns the final count and bound.
-    fn run_gated(
-        chunks: [&[f32]; 2],
-        newton_steps: u32,
-    ) -> Result<(i32, f32), entkv_dsl::interp::InterpError> {
-        let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
-        let tile = DenseTile {
-            threads: THREADS,
-            lanes_per_token: 1,
-            tokens_per_group: 2,
-            newton_steps,
-            score_min_blocks: 0,
-            ctas_per_sm: 1,
-            finish_threads: THREADS,
-            finish_capacity: THREADS,
-        };
-        let mut k = KernelBuilder::new("gated_stream", THREADS);
-        let z = k.buffer("z", Scalar::F32, Access::Read);
-        let bufs = CandidateBufs::declare_bounded(&mut k);
-        let seg_index = |_: &mut KernelBuilder, _: u32| i64c(0);
-        let seg_len = k.let_("seg_len", i64c(2 * CHUNK as i64));
-        let stream = Stream::new(&mut k, &spec, &tile, bufs, &seg_index, seg_len, true);
-        let tid = k.let_("tid", k.thread_idx());
-        let owner = k.let_("owner", boolc(true));
-        for c in 0..2usize {
-            let at: Vec<Var> = (0..2u32)
-                .map(|r| k.let_("at", (tid + r * THREADS).i32() + (c * CHUNK) as i32))
-                .collect();
-            let bounds = vec![at
-                .iter()
-                .map(|a| {
-                    let v = k.let_("zv", z.at(*a));
-                    (v, v)
-                })
-                .collect()];
-            stream.push(
-                &mut k,
-                &ChunkScores {
-                    bounds,
-                    position: &|_, r| at[r].e(),
-                    owner,
-                    last: boolc(c == 1),
-                },
-            );
-        }
-        stream.finish(&mut k, &seg_index);
-        let kernel = k.finish().unwrap();
-        let mut zs = vec![f32::NEG_INFINITY; 2 * CHUNK];
-        for (c, scores) in chunks.iter().enumerate() {
-            zs[c * CHUNK..][..scores.len()].copy_from_slice(scores);
-        }
-        let n = 2 * CHUNK;
-        let (mut hz, mut lb, mut ub, mut idx) = (
-            HostBuffer::F32(zs),
-            HostBuffer::F32(vec![f32::NAN; n]),
-            HostBuffer::F32(vec![f32::NAN; n]),
-            HostBuffer::I32(vec![-7; n]),
-        );
-        let (mut count, mut bound) = (HostBuffer::I32(vec![-7]), HostBuffer::F32(vec![f32::NAN]));
-        run(
-            &kernel,
-            LaunchDims::linear(1, THREADS),
-            &mut [
-                Arg::Buf(&mut hz),
-                Arg::Buf(&mut lb),
-                Arg::Buf(&mut ub),
-                Arg::Buf(&mut idx),
-                Arg::Buf(&mut count),
-                Arg::Buf(&mut bound),
-            ],
-        )?;
-        Ok((count.as_i32().unwrap()[0], bound.as_f32().unwrap()[0]))
-    }
-
-    /// The first chunk appends 100 candidates (40 at 0, 60 at −0.9: above `max − 1`), the last
-    /// 30 more at 0 from warp 0.
-    fn two_chunks() -> (Vec<f32>, Vec<f32>) {
-        let mut first = vec![0.0f32; 40];
-        first.resize(100, -0.9);
-        (first, vec![0.0; 30])
-    }
-
-    /// Two Newton steps lift the bound to about −0.56 in the first chunk, and its prune keeps
-    /// the 40 at 0: more than half the block, so the gate opens again only past 80. The last
-    /// chunk's appends (positions 40..69) leave the segment (70) longer than the block but not
-    /// due. Only the tightening forced after the last chunk puts a barrier between them and the
-    /// final prune's first window, where warp 1 reads positions 40..63 (a race otherwise).
-    #[test]
-    fn gated_stream_orders_the_last_appends_before_the_final_prune() {
-        let (first, last) = two_chunks();
-        let (count, bound) = run_gated([&first, &last], 2).expect("no race, no fault");
-        assert_eq!(count, 70, "the 70 candidates at 0 stay");
-        assert!(bound.is_finite() && (-0.9..0.0).contains(&bound), "bound {bound}");
-    }
-
-    /// With one Newton step the first chunk's prune still uses `max − 1` (a step moves the
-    /// bound only to a point it has evaluated) and keeps all 100, so the gate opens again only
-    /// past 200. The tightening after the last chunk is what raises the bound past −0.9 before
-    /// the final prune, which then drops the 60.
-    #[test]
-    fn gated_stream_prunes_with_a_bound_tightened_after_the_last_chunk() {
-        let (first, last) = two_chunks();
-        let (count, bound) = run_gated([&first, &last], 1).expect("no race, no fault");
-        assert_eq!(count, 70, "the 60 candidates at −0.9 are dropped");
-        assert!(bound.is_finite() && (-0.9..0.0).contains(&bound), "bound {bound}");
     }
 }

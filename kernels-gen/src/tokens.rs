@@ -182,20 +182,50 @@ impl TokenSource {
         let d = self.head_dim as i64;
         match self.layout {
             Layout::Contiguous => k.let_("row", (self.head_row * self.len + t) * d),
-            Layout::Paged { page_size } | Layout::Selected { page_size } => {
-                let p = page_size as i64;
+            Layout::Paged { .. } | Layout::Selected { .. } => {
                 let t = k.let_("tp", t);
-                let bt = self.block_table.expect("block table");
-                let page = bt.at(self.bt_row.expect("block table row") + t / p).i64();
-                k.let_("row", self.page_row(page, p, t % p))
+                let page = self.phys_page(k, t.e());
+                self.row_in_page(k, page.e(), t.e())
             }
+        }
+    }
+
+    /// The pool page (i32) holding position `t` (i64) of this sequence: its block-table entry.
+    /// A paged layout only.
+    pub fn phys_page(&self, k: &mut KernelBuilder, t: Expr) -> Var {
+        let p = self.page_size().expect("a paged layout") as i64;
+        let bt = self.block_table.expect("block table");
+        // Positions are ≥ 0, so a shift divides (a signed division by p costs five 64-bit ops).
+        k.let_(
+            "phys_page",
+            bt.at(self.bt_row.expect("block table row") + (t >> p.trailing_zeros() as i64)),
+        )
+    }
+
+    /// Element offset of position `t`'s K/V row (i64) given its pool page `page` (i32, from
+    /// [`TokenSource::phys_page`]). A paged layout only.
+    pub fn row_in_page(&self, k: &mut KernelBuilder, page: Expr, t: Expr) -> Var {
+        let p = self.page_size().expect("a paged layout") as i64;
+        k.let_("row", self.page_row(page.i64(), p, t & (p - 1)))
+    }
+
+    fn page_size(&self) -> Option<u32> {
+        match self.layout {
+            Layout::Paged { page_size } | Layout::Selected { page_size } => Some(page_size),
+            Layout::Contiguous => None,
         }
     }
 
     /// Element offset of row `slot` (i64) of this KV head's block in pool page `page` (i64) of
     /// `p` rows: the pool is `[num_pages, kv_heads, page_size, head_dim]`.
     fn page_row(&self, page: Expr, p: i64, slot: Expr) -> Expr {
-        ((page * self.kv_heads.i64() + self.kvh.i64()) * p + slot) * self.head_dim as i64
+        (self.page_block(page) * p + slot) * self.head_dim as i64
+    }
+
+    /// This KV head's block of pool page `page` (an integer): `page·kv_heads + kvh` (i64), the
+    /// index of its metadata and sketch blocks.
+    pub fn page_block(&self, page: Expr) -> Expr {
+        page.i64() * self.kv_heads.i64() + self.kvh.i64()
     }
 }
 

@@ -54,11 +54,11 @@ fn certified_page_terms_in_several_rounds() {
     run_small_tile_cases(spec, tile, vec![(KeyData::Normal, vec![5000, 37], 2, 7)]);
 }
 
-/// 4-bit sketches gate the stream: a segment longer than the block is tightened only once it
-/// has doubled, and after the split's last chunk. Tied keys keep every token a candidate, so
-/// segments reach hundreds against 64 threads and most chunks append without tightening.
+/// 4-bit sketches stream per warp (`warp_stream`) and queue their rescorings: a segment longer
+/// than two warps' worth is tightened only once it has doubled. Tied keys keep every token a
+/// candidate, so warp segments reach hundreds and the rescoring queue fills every chunk.
 #[test]
-fn certified_gated_stream_with_segments_longer_than_the_block() {
+fn certified_warp_segments_longer_than_a_warp() {
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
     let tile = DenseTile {
         threads: 64,

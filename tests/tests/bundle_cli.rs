@@ -10,7 +10,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn spec() -> PagedSpec {
-    PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 8).unwrap()
+    PagedSpec::new(
+        DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
+        16,
+        false,
+        entkv_abi::DEFAULT_SKETCH_BITS,
+    )
+    .unwrap()
 }
 
 fn tmp_dir(name: &str) -> PathBuf {

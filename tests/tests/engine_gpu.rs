@@ -24,7 +24,13 @@ use entkv_runtime::engine::{DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, 
 use entkv_runtime::{gpu_unavailable_reason, DeviceBuffer, Gpu};
 
 fn spec(group: u32) -> PagedSpec {
-    PagedSpec::new(DecodeSpec::new(1.5, 32, group, DType::F16).unwrap(), 16, false, 8).unwrap()
+    PagedSpec::new(
+        DecodeSpec::new(1.5, 32, group, DType::F16).unwrap(),
+        16,
+        false,
+        entkv_abi::DEFAULT_SKETCH_BITS,
+    )
+    .unwrap()
 }
 
 fn bundle() -> Arc<Bundle> {

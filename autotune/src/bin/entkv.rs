@@ -92,7 +92,7 @@ enum Cmd {
         method: String,
         #[arg(long, default_value_t = 1_048_576)]
         n: u64,
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = entkv_abi::DEFAULT_SKETCH_BITS)]
         sketch_bits: u32,
         /// Tile configs `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`.
         #[arg(long)]

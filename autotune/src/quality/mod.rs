@@ -71,7 +71,7 @@ pub struct QualityArgs {
     #[arg(long, default_value = "f16")]
     pub kv_dtype: String,
     /// Key-sketch bits of the certified-exact path (4 or 8).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = entkv_abi::DEFAULT_SKETCH_BITS)]
     pub sketch_bits: u32,
     /// Generated keys: `normal` (iid N(0,1), BENCH.md `paper`) or `peaked` (BENCH.md `peaked`).
     #[arg(long, default_value = "normal")]

@@ -97,7 +97,7 @@ pub struct Cli {
     #[arg(long)]
     pub no_cache: bool,
     /// Bits per dimension of the certified path's key sketch (4 or 8).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = entkv_abi::DEFAULT_SKETCH_BITS)]
     pub sketch_bits: u32,
     /// Kernels take per-head ALiBi slopes.
     #[arg(long)]
@@ -330,7 +330,7 @@ mod tests {
     fn defaults() {
         let cli = parse(&["--alpha", "1.5", "--head-dim", "32"]).unwrap();
         let o = cli.search_opts().unwrap();
-        assert_eq!(o.spec.sketch_tag(), "a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s8");
+        assert_eq!(o.spec.sketch_tag(), "a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4");
         assert_eq!((o.batch, o.q_heads, o.kv_heads), (8, 24, 24));
         assert_eq!(o.families, KernelFamily::ALL.to_vec());
         assert_eq!(o.strategy, Strategy::Exhaustive);
@@ -340,7 +340,7 @@ mod tests {
         assert_eq!(o.buckets[0].bucket, Bucket::Tokens { lo: 1, hi: 16384 });
         assert!(o.progress);
         let out = cli.out_dir(&o.spec);
-        assert_eq!(out, Path::new("out/bundle-a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s8"));
+        assert_eq!(out, Path::new("out/bundle-a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4"));
         let st = cli.store_config(&out);
         assert_eq!(st.log.unwrap(), out.join("tune-log.jsonl"));
         assert!(!st.resume);

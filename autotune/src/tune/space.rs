@@ -165,10 +165,13 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
             }
             v
         }
-        (_, TileConfig::Dense(def)) => dense_grid(&def, d, g)
-            .into_iter()
-            .map(TileConfig::Dense)
-            .collect(),
+        (_, TileConfig::Dense(def)) => {
+            let mut v = dense_grid(&def, d, g);
+            if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
+                v.extend(small_cta_points(&def));
+            }
+            v.into_iter().map(TileConfig::Dense).collect()
+        }
     }
 }
 
@@ -202,6 +205,24 @@ fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
     }
     v.extend(dense_secondaries(def));
     v
+}
+
+/// Small CTAs at full occupancy for the certified pass over a per-token grid: its stream is
+/// warp-local, so one- and two-warp CTAs lose no collectives, and each holds a split of its
+/// own (more, shorter splits). Two 32-thread warps a CTA at 16 an SM measured fastest at
+/// `paper` 1M (1.24 ms against the default's 1.32; results/2026-12-01-warp-stream/
+/// 5-rescore-queue).
+fn small_cta_points(def: &DenseTile) -> Vec<DenseTile> {
+    [(32, 32), (64, 16), (128, 8)]
+        .into_iter()
+        .map(|(threads, ctas)| DenseTile {
+            threads,
+            tokens_per_group: 2,
+            score_min_blocks: ctas,
+            ctas_per_sm: ctas,
+            ..*def
+        })
+        .collect()
 }
 
 /// Tokens a lane group the dense grids try: at least one, and at most 64 scores a lane

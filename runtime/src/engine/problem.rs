@@ -124,7 +124,7 @@ impl Problem {
             kv_heads: 1,
             kv_dtype: DType::F16,
             alibi: false,
-            sketch_bits: 8,
+            sketch_bits: entkv_abi::DEFAULT_SKETCH_BITS,
             method,
             max_batch: 1,
             num_pages: 1,

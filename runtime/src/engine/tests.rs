@@ -431,7 +431,13 @@ fn the_sparse_decode_row_follows_the_selector() {
 fn problem_spec_is_the_bundle_spec() {
     let p = problem(Method::Dense);
     let s = spec_of(&p);
-    let want = PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(), 16, false, 8).unwrap();
+    let want = PagedSpec::new(
+        DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(),
+        16,
+        false,
+        entkv_abi::DEFAULT_SKETCH_BITS,
+    )
+    .unwrap();
     assert_eq!(s, want);
 }
 
