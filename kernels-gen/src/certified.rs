@@ -128,7 +128,11 @@ fn score_pass(
         Walk::Rest => entkv_abi::pipeline::certified_rest_entry(spec, tile),
     };
     let mut k = KernelBuilder::new(name, tile.threads);
-    if tile.score_min_blocks > 0 {
+    // The checks-only pass (no rescoring, exact last page) is never timed: no occupancy floor,
+    // so the registers of its exact tail never spill (8 B at the 4-bit default tile under the
+    // driver's JIT).
+    let checks_only = !refine && refines(spec);
+    if tile.score_min_blocks > 0 && !checks_only {
         // The selected walk looks every token's page up in the selection: at four CTAs per SM
         // (128 registers) it spills (44 bytes at d = 32, local ptxas 12.9), so it runs at most
         // three.
