@@ -292,39 +292,50 @@ fn score_pass(
     })
         .map(|_| k.let_typed("pg_ahead", Scalar::I32, 0i32))
         .collect();
+    // Positions of the full walk in 32 bits (plans refuse sequences of 2³¹ tokens): every
+    // 64-bit operation is two or three instructions, and this address arithmetic runs for
+    // every token.
     let look_up_pages = |k: &mut KernelBuilder, c0: Expr| {
-        let c0 = k.let_("c0_pages", c0);
+        let c0 = k.let_("c0_pages", c0.i32());
+        let len = k.let_("len32", src.len.i32());
         for (r, page) in pages.iter().enumerate() {
-            let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
+            let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
             let c = k.let_("ci_p", c0 + local);
-            let t = select(c.lt(src.len), c, 0i64);
+            let t = select(c.lt(len), c, 0i32);
             let p = src.phys_page(k, t);
             k.assign(*page, p);
         }
     };
     let load_chunk = |k: &mut KernelBuilder, c0: Var| {
         for (r, tok) in tokens.iter().enumerate() {
-            let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
-            let c = k.let_("ci", c0 + local);
-            let in_range = k.let_("in_range", c.lt(src.len));
-            let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
-            let valid = k.let_("valid_n", src.valid(c, t));
-            let t = k.let_("t", select(valid, t, 0i64));
-            // The token's sketch row: from the looked-up page (token 0's where this one is out
-            // of range, as `t` is), or from its K row.
-            let (code_at, range_at) = match pages.get(r) {
+            let (t, valid, code_at, range_at) = match pages.get(r) {
+                // The looked-up page is token 0's where this one is out of range, as `t` is.
                 Some(page) => {
+                    let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
+                    let c = k.let_("ci", c0.i32() + local);
+                    let valid = k.let_("valid_n", c.lt(src.len.i32()));
+                    let t = k.let_("t", select(valid, c, 0i32).i64());
                     let block = k.let_("sk_block", ctx.src.page_block(page.e()));
-                    let slot = k.let_("sk_slot", t.e() & (spec.page_size as i64 - 1));
+                    let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
                     (
+                        t,
+                        valid,
                         page_meta::sketch_code_in(spec, block.e(), slot.e()),
                         page_meta::sketch_range_in(spec, block.e(), slot.e()),
                     )
                 }
                 None => {
+                    let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
+                    let c = k.let_("ci", c0 + local);
+                    let in_range = k.let_("in_range", c.lt(src.len));
+                    let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
+                    let valid = k.let_("valid_n", src.valid(c, t));
+                    let t = k.let_("t", select(valid, t, 0i64));
                     let row = ctx.src.row(k, t.e());
                     let sketch_row = k.let_("sketch_row", row >> ds.head_dim.trailing_zeros() as i64);
                     (
+                        t,
+                        valid,
                         page_meta::sketch_code_at(spec, sketch_row),
                         page_meta::sketch_range_at(spec, sketch_row),
                     )

@@ -190,16 +190,14 @@ impl TokenSource {
         }
     }
 
-    /// The pool page (i32) holding position `t` (i64) of this sequence: its block-table entry.
-    /// A paged layout only.
+    /// The pool page (i32) holding position `t` (an integer) of this sequence: its block-table
+    /// entry. A paged layout only.
     pub fn phys_page(&self, k: &mut KernelBuilder, t: Expr) -> Var {
-        let p = self.page_size().expect("a paged layout") as i64;
+        let p = self.page_size().expect("a paged layout");
         let bt = self.block_table.expect("block table");
         // Positions are ≥ 0, so a shift divides (a signed division by p costs five 64-bit ops).
-        k.let_(
-            "phys_page",
-            bt.at(self.bt_row.expect("block table row") + (t >> p.trailing_zeros() as i64)),
-        )
+        let page = (t >> p.trailing_zeros() as i64).i64();
+        k.let_("phys_page", bt.at(self.bt_row.expect("block table row") + page))
     }
 
     /// Element offset of position `t`'s K/V row (i64) given its pool page `page` (i32, from
