@@ -69,6 +69,28 @@ pub struct ChunkScores<'p> {
     pub owner: Var,
 }
 
+/// This worker's share of `(Σ x^β, Σ x^(β−1))`, `x = z − probe` over the scores above `probe`,
+/// of the segment `(scores, base, count)` (elements `base + i`, `i` from `first` in steps of
+/// `workers`): the terms of a bracketed Newton step on a stream's bound, before the reduction.
+pub(crate) fn threshold_sums(
+    k: &mut KernelBuilder,
+    spec: &DecodeSpec,
+    (scores, base, count): (Buf, Var, Var),
+    first: Expr,
+    workers: u32,
+    probe: Var,
+) -> (Var, Var) {
+    let s0 = k.let_typed("s0", Scalar::F32, 0.0);
+    let s1 = k.let_typed("s1", Scalar::F32, 0.0);
+    k.for_("i", first, count, workers as i32, |k, i| {
+        let zv = k.let_("zc", scores.at(base + i.i64()));
+        let (w, w1) = threshold_terms(spec.alpha, zv, probe);
+        k.assign(s0, s0 + w);
+        k.assign(s1, s1 + w1);
+    });
+    (s0, s1)
+}
+
 pub struct Stream<'a> {
     pub spec: &'a DecodeSpec,
     pub tile: &'a DenseTile,
@@ -229,21 +251,8 @@ impl<'a> Stream<'a> {
         let tid = k.thread_idx();
         let mut sums = Vec::new();
         for s in &self.segs {
-            let s0 = k.let_typed("s0", Scalar::F32, 0.0);
-            let s1 = k.let_typed("s1", Scalar::F32, 0.0);
-            let lb_buf = self.bufs.lb;
-            k.for_(
-                "i",
-                tid.clone().i32(),
-                s.count,
-                self.tile.threads as i32,
-                |k, i| {
-                    let zv = k.let_("zc", lb_buf.at(s.base + i.i64()));
-                    let (w, w1) = threshold_terms(self.spec.alpha, zv, s.probe);
-                    k.assign(s0, s0 + w);
-                    k.assign(s1, s1 + w1);
-                },
-            );
+            let seg = (self.bufs.lb, s.base, s.count);
+            let (s0, s1) = threshold_sums(k, self.spec, seg, tid.clone().i32(), self.tile.threads, s.probe);
             sums.push((Reduce::Sum, s0.e()));
             sums.push((Reduce::Sum, s1.e()));
         }

@@ -18,8 +18,8 @@
 //! using it one chunk later so the read's latency is hidden. A subset's bound is a bound for
 //! the whole sequence, so the best of them is too.
 
-use crate::entmax::{newton_update, threshold_terms};
-use crate::stream::{CandidateBufs, ChunkScores};
+use crate::entmax::newton_update;
+use crate::stream::{threshold_sums, CandidateBufs, ChunkScores};
 use entkv_abi::{DecodeSpec, DenseTile};
 use entkv_dsl::*;
 
@@ -203,15 +203,8 @@ impl<'a> WarpStream<'a> {
         k.warp_sync(); // lanes read the candidates other lanes appended
         let hi = k.let_("whi_b", s.hi);
         for _ in 0..self.tile.newton_steps {
-            let s0 = k.let_typed("ws0", Scalar::F32, 0.0);
-            let s1 = k.let_typed("ws1", Scalar::F32, 0.0);
-            let lb_buf = self.bufs.lb;
-            k.for_("wi", self.lane.i32(), s.count, WARP as i32, |k, i| {
-                let z = k.let_("wz", lb_buf.at(s.base + i.i64()));
-                let (w, w1) = threshold_terms(self.spec.alpha, z, s.probe);
-                k.assign(s0, s0 + w);
-                k.assign(s1, s1 + w1);
-            });
+            let seg = (self.bufs.lb, s.base, s.count);
+            let (s0, s1) = threshold_sums(k, self.spec, seg, self.lane.i32(), WARP, s.probe);
             let tot = k.warp_allreduce_many(&[(Reduce::Sum, s0.e()), (Reduce::Sum, s1.e())]);
             let f = k.let_("wf", tot[0] - 1.0f32);
             let next = newton_update(k, self.spec.alpha, s.probe, s.lo, hi, f, tot[1]);
