@@ -126,6 +126,22 @@ impl KernelBuilder {
             .remove(0)
     }
 
+    /// The bits of the lanes below this one (`U32`), for [`Self::warp_rank`]: bound once where a
+    /// kernel starts, so the ranks of a loop share it.
+    pub fn lanes_below(&mut self) -> Var {
+        let lane = self.lane();
+        self.let_("lanes_below", (u32c(1) << lane) - 1u32)
+    }
+
+    /// Warp compaction: `(rank, count)` (both i32) where `count` is how many lanes of the warp
+    /// have `pred` and `rank` how many of the lanes below this one do — the slot of this lane's
+    /// item when the lanes with `pred` append theirs in lane order. `below` is
+    /// [`Self::lanes_below`]. One ballot; every lane of the warp must make the call.
+    pub fn warp_rank(&mut self, pred: impl IntoExpr, below: Var) -> (Expr, Expr) {
+        let mask = self.ballot(pred);
+        ((mask & below).popc().i32(), mask.e().popc().i32())
+    }
+
     /// Inclusive prefix sum of a `U32`/`I32` value across the warp.
     pub fn warp_inclusive_scan(&mut self, value: impl IntoExpr) -> Var {
         let acc = self.let_("scan", value);

@@ -863,6 +863,42 @@ fn shuffles_all_modes() {
     assert_eq!(at(36, 2, 5), 33 * 10 + 7);
 }
 
+/// `warp_rank`: each lane with the predicate gets the number of such lanes below it, every
+/// lane the warp's total — the slots of a warp-ordered append.
+#[test]
+fn warp_rank_is_the_append_slot() {
+    let mut k = KernelBuilder::new("warp_rank", 64);
+    let x = k.buffer("x", Scalar::U32, Access::Read);
+    let rank = k.buffer("rank", Scalar::I32, Access::Write);
+    let total = k.buffer("total", Scalar::I32, Access::Write);
+    let gid = k.let_("gid", k.global_thread_id());
+    let below = k.lanes_below();
+    let (r, n) = k.warp_rank(x.at(gid).gt(5u32), below);
+    k.store(rank, gid, r);
+    k.store(total, gid, n);
+    let kernel = k.finish().unwrap();
+    let mut rng = Rng(11);
+    let xs: Vec<u32> = (0..128).map(|_| rng.below(10) as u32).collect();
+    let mut hx = HostBuffer::U32(xs.clone());
+    let mut hr = HostBuffer::zeros(Scalar::I32, 128);
+    let mut hn = HostBuffer::zeros(Scalar::I32, 128);
+    launch(
+        &kernel,
+        2,
+        &mut [Arg::Buf(&mut hx), Arg::Buf(&mut hr), Arg::Buf(&mut hn)],
+    )
+    .unwrap();
+    for w in 0..4 {
+        let set: Vec<bool> = (0..32).map(|l| xs[w * 32 + l] > 5).collect();
+        let want_total = set.iter().filter(|&&b| b).count() as i32;
+        for l in 0..32 {
+            let want_rank = set[..l].iter().filter(|&&b| b).count() as i32;
+            assert_eq!(hr.as_i32().unwrap()[w * 32 + l], want_rank, "warp {w} lane {l}");
+            assert_eq!(hn.as_i32().unwrap()[w * 32 + l], want_total, "warp {w}");
+        }
+    }
+}
+
 #[test]
 fn ballot_per_warp() {
     let mut k = KernelBuilder::new("ballot", 96);

@@ -105,7 +105,7 @@ fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
 }
 
 /// Whether the score pass rescores from K the tokens whose sketch bound clears the running
-/// bound ([`BoundCtx::refine`]): with 4-bit sketches. Their bounds are ~17× wider than 8-bit
+/// bound ([`RescoreQueue`]): with 4-bit sketches. Their bounds are ~17× wider than 8-bit
 /// ones, so ~1% of the tokens clear the bound, and kept as bounds they made the stream and the
 /// finish pass the cost of the step (results/2026-11-30-stream-gate).
 pub fn refines(spec: &PagedSpec) -> bool {
@@ -210,7 +210,7 @@ fn score_pass(
         (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
     };
     // A per-token grid (4-bit sketches) streams warp-locally: ~1% of its tokens clear the
-    // running bound and are rescored from K as they arrive (`BoundCtx::refine`), and no other
+    // running bound and are rescored from K in batches (`RescoreQueue`), and no other
     // warp waits for that round trip (`warp_stream`). The 8-bit pass keeps the block stream.
     let grid = spec.sketch_token_grid();
     let streams = if grid {
@@ -462,7 +462,7 @@ fn score_pass(
             q.drain(k, true, &rescore_batch);
         }
         match &streams {
-            Streams::Warp(ws) => ws.finish(k, &seg_index),
+            Streams::Warp(ws) => ws.finish(k),
             Streams::Block(bs) => bs.finish(k, &seg_index),
         }
     };
@@ -483,7 +483,7 @@ enum Tail {
     Absent,
     /// Their exact scores, from K.
     Exact,
-    /// `(−∞, +∞)`: every bound clears them, so a rescoring pass ([`BoundCtx::refine`]) scores
+    /// `(−∞, +∞)`: every bound clears them, so a rescoring pass ([`RescoreQueue`]) scores
     /// them exactly with the tokens it rescores anyway. The exact path's K row and q' registers
     /// (80 against 40 at one token a lane, d = 32) then never coexist with the stream's.
     Open,
@@ -510,7 +510,7 @@ struct RescoreQueue {
     /// Tokens a batch rescores: one a lane group of the warp.
     batch: u32,
     lane_group: Var,
-    /// Bits of the lanes below this one.
+    /// [`KernelBuilder::lanes_below`].
     below: Var,
 }
 
@@ -529,19 +529,19 @@ impl RescoreQueue {
             n: k.let_typed("queued", Scalar::I32, 0),
             batch,
             lane_group: k.let_("lane_group", lane / lanes.lanes),
-            below: k.let_("below_q", (u32c(1) << lane) - 1u32),
+            below: k.lanes_below(),
         }
     }
 
     /// Queue the tokens at `positions` (i32) whose `need` holds (one lane of each group).
     fn push(&self, k: &mut KernelBuilder, need: &[Var], positions: &[Var]) {
         for (nd, pos) in need.iter().zip(positions) {
-            let mask = k.ballot(*nd);
+            let (rank, count) = k.warp_rank(*nd, self.below);
             k.if_(*nd, |k| {
-                let at = self.base + (self.n + (mask & self.below).popc().i32()).u32();
+                let at = self.base + (self.n + rank).u32();
                 k.store(self.slots, at, *pos);
             });
-            k.assign(self.n, self.n + mask.e().popc().i32());
+            k.assign(self.n, self.n + count);
         }
     }
 
@@ -904,6 +904,8 @@ impl BoundCtx<'_> {
         let group = ds.group as usize;
         let t = k.let_("t_r", t.i64());
         let first = k.let_("qdim_r", self.lanes.sub * self.lanes.dims);
+        // Only a pass over a per-token grid rescores, and it stages q' in shared f32.
+        let qs = self.terms.q.expect("a per-token grid stages q'");
         let dots: Vec<Var> = (0..group)
             .map(|_| k.let_typed("dot_r", Scalar::F32, 0.0))
             .collect();
@@ -922,16 +924,11 @@ impl BoundCtx<'_> {
                     .collect();
                 for (part, vs) in these.iter().zip(&vals) {
                     for (g, dot) in dots.iter().enumerate() {
-                        let q = match self.terms.q {
-                            Some(qs) => {
-                                let at = k.let_("qs_at", first + (g as u32 * ds.head_dim + part * vec));
-                                (0..vec)
-                                    .step_by(4)
-                                    .flat_map(|j| k.load_vec("qs", qs, at + j, 4.min(vec)))
-                                    .collect()
-                            }
-                            None => qr.full[g].slice(k, first + part * vec, vec),
-                        };
+                        let at = k.let_("qs_at", first + (g as u32 * ds.head_dim + part * vec));
+                        let q: Vec<Var> = (0..vec)
+                            .step_by(4)
+                            .flat_map(|j| k.load_vec("qs", qs, at + j, 4.min(vec)))
+                            .collect();
                         let acc = vs
                             .iter()
                             .zip(&q)

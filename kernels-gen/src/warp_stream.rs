@@ -31,6 +31,8 @@ const TIGHTEN_EVERY: i32 = 2 * WARP as i32;
 
 /// One query head's segment of this warp (every value warp-uniform).
 pub struct WarpSegment {
+    /// The segment's number in the workspace (i64): `split_segment·warps + warp`.
+    seg: Var,
     /// Element offset of the segment (i64).
     pub base: Var,
     /// Candidates in the segment (i32).
@@ -63,7 +65,7 @@ pub struct WarpStream<'a> {
     /// barrier).
     shared_bound: Buf,
     lane: Var,
-    /// Bits of the lanes below this one.
+    /// [`KernelBuilder::lanes_below`].
     below: Var,
 }
 
@@ -99,13 +101,15 @@ impl<'a> WarpStream<'a> {
             k.store(shared_bound, tid, order_key(f32c(f64::NEG_INFINITY)))
         });
         let lane = k.let_("lane_ws", k.lane());
-        let below = k.let_("below", (u32c(1) << lane) - 1u32);
+        let below = k.lanes_below();
         let warp = k.let_("warp_ws", k.warp());
         let seg_len = k.let_("warp_seg_len", split_len / warps as i64);
         let segs = (0..spec.group)
             .map(|g| {
                 let seg = seg_index(k, g) * warps as i64 + warp.i64();
+                let seg = k.let_("wseg", seg);
                 WarpSegment {
+                    seg,
                     base: k.let_("wseg_base", seg * seg_len),
                     count: k.let_typed("wcount", Scalar::I32, 0),
                     lo: k.let_typed("wlo", Scalar::F32, f64::NEG_INFINITY),
@@ -151,10 +155,10 @@ impl<'a> WarpStream<'a> {
             let added = k.let_typed("wadded", Scalar::I32, 0);
             for (r, (lb, ub)) in bounds.iter().enumerate() {
                 let keep = k.let_("wkeep", chunk.owner.and(ub.gt(s.filter)));
-                let mask = k.ballot(keep);
+                let (rank, count) = k.warp_rank(keep, self.below);
                 let bufs = self.bufs;
                 k.if_(keep, |k| {
-                    let at = k.let_("wat", pos + (added + (mask & self.below).popc().i32()).i64());
+                    let at = k.let_("wat", pos + (added + rank).i64());
                     k.store(bufs.lb, at, *lb);
                     if let Some(u) = bufs.ub {
                         k.store(u, at, *ub);
@@ -162,7 +166,7 @@ impl<'a> WarpStream<'a> {
                     let t = (chunk.position)(k, r);
                     k.store(bufs.idx, at, t);
                 });
-                k.assign(added, added + mask.e().popc().i32());
+                k.assign(added, added + count);
             }
             k.assign(s.count, s.count + added);
             let due = s.count.le(TIGHTEN_EVERY).or(s.count.gt(s.tighten_at));
@@ -229,29 +233,27 @@ impl<'a> WarpStream<'a> {
             };
             let iv = k.let_("wip", bufs.idx.at(at));
             let keep = k.let_("wkeep_p", inside.and(ub.gt(s.lo)));
-            let mask = k.ballot(keep);
+            let (rank, count) = k.warp_rank(keep, self.below);
+            let count = k.let_("wkept", count);
             k.warp_sync(); // every lane's reads of the window before any lane's writes into it
             k.if_(keep, |k| {
-                let dst = k.let_("wdst", s.base + (wp + (mask & self.below).popc().i32()).i64());
+                let dst = k.let_("wdst", s.base + (wp + rank).i64());
                 k.store(bufs.lb, dst, lb);
                 if let Some(u) = bufs.ub {
                     k.store(u, dst, ub);
                 }
                 k.store(bufs.idx, dst, iv);
             });
-            k.assign(wp, wp + mask.e().popc().i32());
+            k.assign(wp, wp + count);
         });
         k.assign(s.count, wp);
     }
 
     /// After the last chunk: adopt the CTA's best bound, tighten and prune once more (nothing
-    /// is published any more), and write
-    /// every segment's count and bound (segment `seg_index(g)·warps + warp`, as in
-    /// [`WarpStream::new`]). Every thread of the block must call this (it synchronises).
-    pub fn finish(&self, k: &mut KernelBuilder, seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr) {
+    /// is published any more), and write every segment's count and bound. Every thread of the
+    /// block must call this (it synchronises).
+    pub fn finish(&self, k: &mut KernelBuilder) {
         k.barrier(); // every warp has published its last bound
-        let warps = self.tile.threads / WARP;
-        let warp = k.let_("warp_wf", k.warp());
         for (g, s) in self.segs.iter().enumerate() {
             let best = k.let_("wbest", from_order_key(self.shared_bound.at(g as u32)));
             k.assign(s.filter, s.filter.max(best));
@@ -260,12 +262,10 @@ impl<'a> WarpStream<'a> {
                 self.newton(k, s);
                 self.prune(k, s);
             });
-            let split_seg = seg_index(k, g as u32);
-            let seg = k.let_("wseg_f", split_seg * warps as i64 + warp.i64());
             let bufs = self.bufs;
             k.if_(self.lane.eq_(0u32), |k| {
-                k.store(bufs.count, seg, s.count);
-                k.store(bufs.bound, seg, s.lo);
+                k.store(bufs.count, s.seg, s.count);
+                k.store(bufs.bound, s.seg, s.lo);
             });
         }
     }
@@ -323,7 +323,7 @@ mod tests {
                 },
             );
         }
-        stream.finish(&mut k, &seg_index);
+        stream.finish(&mut k);
         let kernel = k.finish().unwrap();
         let warps = (threads / WARP) as usize;
         let mut hz = HostBuffer::F32(chunks.concat());
