@@ -112,6 +112,10 @@ impl PagedSpec {
     pub fn sketch_block_words(&self) -> u32 {
         self.page_size * (self.sketch_words() + u32::from(self.sketch_token_grid()))
     }
+    /// Bytes of sketch a token: its codes, and its range word on a per-token grid.
+    pub fn sketch_bytes_per_token(&self) -> u32 {
+        4 * self.sketch_block_words() / self.page_size
+    }
     /// Word index of the first code word of sketch row `row` (a token's K row index / d, i.e.
     /// `(page·kv_heads + head)·P + slot`): 16-byte aligned.
     pub fn sketch_code_at(&self, row: u64) -> u64 {
@@ -270,6 +274,11 @@ mod tests {
         let s8 = PagedSpec::new(s.decode, 16, false, 8).unwrap();
         assert_eq!(shape.sketch_words(&s8), 10 * 3 * 16 * 8);
         assert_eq!(s8.sketch_code_at(83), 83 * 8);
+        // 16 B of codes and a range word a token at 4 bits; 32 B of codes at 8.
+        assert_eq!(
+            (s.sketch_bytes_per_token(), s8.sketch_bytes_per_token()),
+            (20, 32)
+        );
         assert!(PagedSpec::new(s.decode, 24, false, 4).is_err());
         assert!(PagedSpec::new(s.decode, 16, false, 3).is_err());
     }

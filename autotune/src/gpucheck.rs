@@ -464,9 +464,9 @@ fn paper_paged(
         let (method, bytes, extra) = match kind {
             DecodeKind::Certified => {
                 let kept: f64 = pc.dev.get("kept")?.to_f64_vec().iter().sum();
-                let sizes = crate::record::StepSizes::of(&spec, 1, 1, 1);
-                let sketch = tokens * sizes.sketch_token_bytes;
-                let bounds = if sizes.sketch_page_bounds {
+                let sketch = tokens * spec.sketch_bytes_per_token() as u64;
+                // A per-token grid carries its own range; the 8-bit sketch reads the page's.
+                let bounds = if !spec.sketch_token_grid() {
                     pc.shape.num_pages as u64 * 24 * 2 * d * kv_elem
                 } else {
                     0

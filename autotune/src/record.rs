@@ -179,7 +179,7 @@ impl StepSizes {
             q_elem: d.q_dtype.size_bytes() as u64,
             out_elem: d.out_dtype.size_bytes() as u64,
             sketch_bits: spec.sketch_bits as u64,
-            sketch_token_bytes: 4 * spec.sketch_block_words() as u64 / spec.page_size as u64,
+            sketch_token_bytes: spec.sketch_bytes_per_token() as u64,
             sketch_page_bounds: !spec.sketch_token_grid(),
         }
     }
