@@ -202,7 +202,7 @@ impl TokenSource {
 
     /// Element offset of position `t`'s K/V row (i64) given its pool page `page` (i32, from
     /// [`TokenSource::phys_page`]). A paged layout only.
-    pub fn row_in_page(&self, k: &mut KernelBuilder, page: Expr, t: Expr) -> Var {
+    fn row_in_page(&self, k: &mut KernelBuilder, page: Expr, t: Expr) -> Var {
         let p = self.page_size().expect("a paged layout") as i64;
         k.let_("row", self.page_row(page.i64(), p, t & (p - 1)))
     }
