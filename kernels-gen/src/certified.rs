@@ -259,8 +259,10 @@ fn score_pass(
     // Loop-carried: a chunk's tokens and their sketch words. They are loaded one chunk ahead,
     // right after the current chunk is scored, so the loads fly during the stream's block
     // reductions and the next chunk's page terms (registers are the words the scoring just
-    // consumed).
+    // consumed). The shipped full walk over a per-token grid (`interleaved`) loads each token
+    // of the next chunk as soon as the current one is scored instead.
     let n_words = lanes.dims * spec.sketch_bits / 32;
+    let interleaved = refine && grid && !selected;
     let tokens: Vec<ChunkToken> = (0..tile.tokens_per_group)
         .map(|r| {
             let local = (lanes.tgroup + r * lanes.token_groups).i64();
@@ -301,63 +303,69 @@ fn score_pass(
         for (r, page) in pages.iter().enumerate() {
             let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
             let c = k.let_("ci_p", c0 + local);
-            let t = select(c.lt(len), c, 0i32);
+            // Unsigned: a chunk past 2³¹ − 1 wraps negative.
+            let t = select(c.u32().lt(len.u32()), c, 0i32);
             let p = src.phys_page(k, t);
             k.assign(*page, p);
         }
     };
-    let load_chunk = |k: &mut KernelBuilder, c0: Var| {
-        for (r, tok) in tokens.iter().enumerate() {
-            let (t, valid, code_at, range_at) = match pages.get(r) {
-                // The looked-up page is token 0's where this one is out of range, as `t` is.
-                Some(page) => {
-                    let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
-                    let c = k.let_("ci", c0.i32() + local);
-                    let valid = k.let_("valid_n", c.lt(src.len.i32()));
-                    let t = k.let_("t", select(valid, c, 0i32).i64());
-                    let block = k.let_("sk_block", ctx.src.page_block(page.e()));
-                    let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
-                    (
-                        t,
-                        valid,
-                        page_meta::sketch_code_in(spec, block.e(), slot.e()),
-                        page_meta::sketch_range_in(spec, block.e(), slot.e()),
-                    )
+    // Token `r` of the chunk at `c0` into its registers (token `r` of a lane group is the
+    // chunk's `tgroup + r·token_groups`: a warp's loads of one `r` are whole rows of 32 tokens).
+    let load_token = |k: &mut KernelBuilder, c0: Expr, r: usize| {
+        let tok = &tokens[r];
+        let (t, valid, code_at, range_at) = match pages.get(r) {
+            // The looked-up page is token 0's where this one is out of range, as `t` is.
+            Some(page) => {
+                let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
+                let c = k.let_("ci", c0.i32() + local);
+                let valid = k.let_("valid_n", c.u32().lt(src.len.u32()));
+                let t = k.let_("t", select(valid, c, 0i32).i64());
+                let block = k.let_("sk_block", ctx.src.page_block(page.e()));
+                let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
+                (
+                    t,
+                    valid,
+                    page_meta::sketch_code_in(spec, block.e(), slot.e()),
+                    page_meta::sketch_range_in(spec, block.e(), slot.e()),
+                )
+            }
+            None => {
+                let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
+                let c = k.let_("ci", c0 + local);
+                let in_range = k.let_("in_range", c.lt(src.len));
+                let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
+                let valid = k.let_("valid_n", src.valid(c, t));
+                let t = k.let_("t", select(valid, t, 0i64));
+                let row = ctx.src.row(k, t.e());
+                let sketch_row = k.let_("sketch_row", row >> ds.head_dim.trailing_zeros() as i64);
+                (
+                    t,
+                    valid,
+                    page_meta::sketch_code_at(spec, sketch_row),
+                    page_meta::sketch_range_at(spec, sketch_row),
+                )
+            }
+        };
+        match ctx.sketch_words(k, code_at) {
+            Ok(words) => {
+                k.assign(tok.t, t.i32());
+                k.assign(tok.valid, valid);
+                for (dst, w) in tok.words.iter().zip(words) {
+                    k.assign(*dst, w);
                 }
-                None => {
-                    let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
-                    let c = k.let_("ci", c0 + local);
-                    let in_range = k.let_("in_range", c.lt(src.len));
-                    let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
-                    let valid = k.let_("valid_n", src.valid(c, t));
-                    let t = k.let_("t", select(valid, t, 0i64));
-                    let row = ctx.src.row(k, t.e());
-                    let sketch_row = k.let_("sketch_row", row >> ds.head_dim.trailing_zeros() as i64);
-                    (
-                        t,
-                        valid,
-                        page_meta::sketch_code_at(spec, sketch_row),
-                        page_meta::sketch_range_at(spec, sketch_row),
-                    )
-                }
-            };
-            match ctx.sketch_words(k, code_at) {
-                Ok(words) => {
-                    k.assign(tok.t, t.i32());
-                    k.assign(tok.valid, valid);
-                    for (dst, w) in tok.words.iter().zip(words) {
-                        k.assign(*dst, w);
-                    }
-                    if let Some(r) = tok.range {
-                        let w = k.let_("range_word", ctx.sketch.at(range_at));
-                        k.assign(r, w);
-                    }
-                }
-                Err(e) => {
-                    err.replace(Some(e));
-                    return;
+                if let Some(r) = tok.range {
+                    let w = k.let_("range_word", ctx.sketch.at(range_at));
+                    k.assign(r, w);
                 }
             }
+            Err(e) => {
+                err.replace(Some(e));
+            }
+        }
+    };
+    let load_chunk = |k: &mut KernelBuilder, c0: Var| {
+        for r in 0..tokens.len() {
+            load_token(k, c0.e(), r);
         }
     };
     let queue = (refine && grid).then(|| RescoreQueue::new(&mut k, tile, &lanes));
@@ -401,20 +409,35 @@ fn score_pass(
                 }
                 // Only the chunk that reaches the last page (never sketched) scores tokens exactly
                 // from K; every other chunk reads the sketch alone (block-uniform branch).
-                let score = |k: &mut KernelBuilder, tail: Tail| {
+                let score = |k: &mut KernelBuilder, tail: Tail, reload: Option<&TokenLoad>| {
                     for (r, tok) in tokens.iter().enumerate() {
                         for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, tail).into_iter().enumerate() {
                             k.assign(bounds[g][r].0, lb);
                             k.assign(bounds[g][r].1, ub);
                         }
                         k.assign(positions[r], tok.t);
+                        if let Some(reload) = reload {
+                            reload(k, r);
+                        }
                     }
                 };
-                if refine {
-                    score(k, Tail::Open);
+                if interleaved {
+                    // Each token's registers take the next chunk's token as soon as it is
+                    // scored, so a lane's loads fly while it scores (the pass waits on its
+                    // loads: ncu's long-scoreboard stalls are 65% of a warp's cycles). The
+                    // chunk after the split's last loads too (in-pool addresses, unused).
+                    let c1 = c0 + chunk_len as i64;
+                    let reload = |k: &mut KernelBuilder, r: usize| load_token(k, c1.clone(), r);
+                    score(k, Tail::Open, Some(&reload));
+                } else if refine {
+                    score(k, Tail::Open, None);
                 } else {
                     let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
-                    k.if_else(tail, |k| score(k, Tail::Exact), |k| score(k, Tail::Absent));
+                    k.if_else(
+                        tail,
+                        |k| score(k, Tail::Exact, None),
+                        |k| score(k, Tail::Absent, None),
+                    );
                 }
                 if let Streams::Warp(ws) = &streams {
                     ws.raise(k, &bounds);
@@ -438,7 +461,9 @@ fn score_pass(
                 let c1 = k.let_("c1", c0 + chunk_len as i64);
                 let more = k.let_("more", (chunk + 1i32).lt(chunks).and(c1.lt(c_end)));
                 k.if_(more, |k| {
-                    load_chunk(k, c1);
+                    if !interleaved {
+                        load_chunk(k, c1);
+                    }
                     look_up_pages(k, c1 + chunk_len as i64);
                 });
                 let scores = ChunkScores {
@@ -475,6 +500,9 @@ fn score_pass(
     }
     Ok(k.finish()?)
 }
+
+/// Loads token `r` of a chunk into its registers.
+type TokenLoad<'a> = dyn Fn(&mut KernelBuilder, usize) + 'a;
 
 /// What [`BoundCtx::token_bounds`] gives the tokens of the last page, which have no sketch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -626,10 +654,12 @@ struct Terms {
 /// A per-token grid's scalar terms of one head ([`BoundCtx::query_terms`]).
 #[derive(Clone, Copy)]
 struct HeldTerms {
+    /// `scale` times [`code_dot_unit`].
     scale: Var,
     base: Var,
     eps: Var,
-    qabs: Var,
+    /// `Σ|q'_i|·slack`.
+    qabs_slack: Var,
 }
 
 /// Most q' registers a lane holds across the pass for the page terms.
@@ -637,7 +667,8 @@ const HELD_QUERY_REGS: u32 = 16;
 
 /// The four head dimensions whose codes byte word `bw` of a sketch row holds. 8-bit codes are
 /// bytes already (word `bw`); 4-bit words are split into their even nibbles
-/// (`w & 0x0F0F0F0F`) and odd nibbles (`(w >> 4) & 0x0F0F0F0F`), byte words `2j` and `2j + 1`.
+/// (`w & 0x0F0F0F0F`) and odd nibbles (`w & 0xF0F0F0F0`, [`code_dot`]), byte words `2j` and
+/// `2j + 1`.
 fn byte_word_dims(bits: u32, bw: u32) -> [u32; 4] {
     match bits {
         8 => [4 * bw, 4 * bw + 1, 4 * bw + 2, 4 * bw + 3],
@@ -648,15 +679,46 @@ fn byte_word_dims(bits: u32, bw: u32) -> [u32; 4] {
     }
 }
 
-/// The byte words (four codes in four bytes) of a lane's raw sketch words, in
-/// [`byte_word_dims`] order.
-fn byte_words(bits: u32, words: &[Var]) -> Vec<Expr> {
-    match bits {
-        8 => words.iter().map(|w| w.e()).collect(),
-        _ => words
+/// `Σ_i m_i·code_i` over a lane's raw sketch words, times [`code_dot_unit`]`⁻¹`, exactly in
+/// integers: the weights are two bytes (`m = 256·hi + lo`, `hi` signed, words in
+/// [`byte_word_dims`] order), one `dp4a` chain per byte, each partial sum shifted up before the
+/// next chain continues it instead of being added at the end. 4-bit words give their odd
+/// nibbles in place (`w & 0xF0F0F0F0`, bytes `16·code`): one mask instead of a shift and a
+/// mask, the factor 16 taken up by the shifts, so the chains sum to `16·S`. Every partial sum
+/// stays below `16·32768·15·d ≤ 2³⁰` (4-bit) or `32768·255·d < 2³¹` (8-bit) in magnitude for
+/// d ≤ 128.
+fn code_dot(bits: u32, hi: &[Var], lo: &[Var], words: &[Var]) -> Expr {
+    let chain = |acc: Expr, weights: &[Var], bytes: &[Expr], signed: bool| {
+        weights
             .iter()
-            .flat_map(|w| [*w & 0x0F0F_0F0Fu32, (*w >> 4u32) & 0x0F0F_0F0Fu32])
-            .collect(),
+            .zip(bytes)
+            .fold(acc, |acc, (w, c)| dp4a(*w, signed, c.clone(), false, acc))
+    };
+    match bits {
+        8 => {
+            let bytes: Vec<Expr> = words.iter().map(|w| w.e()).collect();
+            let s_hi = chain(i32c(0), hi, &bytes, true);
+            chain(s_hi * 256i32, lo, &bytes, false)
+        }
+        _ => {
+            let even: Vec<Expr> = words.iter().map(|w| *w & 0x0F0F_0F0Fu32).collect();
+            let odd16: Vec<Expr> = words.iter().map(|w| *w & 0xF0F0_F0F0u32).collect();
+            let evens = |v: &[Var]| v.iter().step_by(2).copied().collect::<Vec<_>>();
+            let odds = |v: &[Var]| v.iter().skip(1).step_by(2).copied().collect::<Vec<_>>();
+            let acc = chain(i32c(0), &evens(hi), &even, true); // S_hi over even dims
+            let acc = chain(acc * 16i32, &odds(hi), &odd16, true); // 16·S_hi
+            let acc = chain(acc * 16i32, &evens(lo), &even, false); // 256·S_hi + even S_lo
+            chain(acc * 16i32, &odds(lo), &odd16, false)
+        }
+    }
+}
+
+/// What one unit of [`code_dot`] is worth in `Σ_i m_i·code_i`: 1/16 for 4-bit sketches.
+fn code_dot_unit(bits: u32) -> f64 {
+    if bits == 8 {
+        1.0
+    } else {
+        1.0 / 16.0
     }
 }
 
@@ -745,7 +807,7 @@ impl Terms {
                     scale: k.let_typed("h_scale", Scalar::F32, 0.0),
                     base: k.let_typed("h_base", Scalar::F32, 0.0),
                     eps: k.let_typed("h_eps", Scalar::F32, 0.0),
-                    qabs: k.let_typed("h_qabs", Scalar::F32, 0.0),
+                    qabs_slack: k.let_typed("h_qabs_slack", Scalar::F32, 0.0),
                 })
                 .collect()
         });
@@ -800,7 +862,6 @@ impl BoundCtx<'_> {
         let (group, d) = (ds.group as usize, ds.head_dim);
         let (valid, page_in_chunk) = (tok.valid, tok.page_in_chunk);
         let t = k.let_("t", tok.t.i64());
-        let bws = byte_words(self.spec.sketch_bits, &tok.words);
         let exact_rows = exact_tail.then(|| {
             let row = self.src.row(k, t.e());
             let in_sketch = k.let_("in_sketch", t.lt(self.sketched));
@@ -814,21 +875,13 @@ impl BoundCtx<'_> {
         let mut partial = Vec::new();
         for (g, slot) in slots.iter().enumerate() {
             let w0 = k.let_("w0", *slot * (d / 2) + self.lanes.sub * lane_bws);
-            let mut hi = k.load_vec("whi", self.terms.words, w0, lane_bws.min(4));
-            let mut lo = k.load_vec("wlo", self.terms.words, w0 + d / 4, lane_bws.min(4));
-            for off in (4..lane_bws).step_by(4) {
-                hi.extend(k.load_vec("whi", self.terms.words, w0 + off, 4));
-                lo.extend(k.load_vec("wlo", self.terms.words, w0 + (d / 4 + off), 4));
+            let (mut hi, mut lo) = (Vec::new(), Vec::new());
+            for off in (0..lane_bws).step_by(4) {
+                let n = (lane_bws - off).min(4);
+                hi.extend(k.load_vec("whi", self.terms.words, w0 + off, n));
+                lo.extend(k.load_vec("wlo", self.terms.words, w0 + (d / 4 + off), n));
             }
-            let s_hi = hi
-                .iter()
-                .zip(&bws)
-                .fold(i32c(0), |acc, (h, c)| dp4a(*h, true, c.clone(), false, acc));
-            let s_lo = lo
-                .iter()
-                .zip(&bws)
-                .fold(i32c(0), |acc, (l, c)| dp4a(*l, false, c.clone(), false, acc));
-            partial.push((Reduce::Sum, s_hi * 256i32 + s_lo));
+            partial.push((Reduce::Sum, code_dot(self.spec.sketch_bits, &hi, &lo, &tok.words)));
             if let Some((_, kv)) = &exact_rows {
                 // q' is read again here (once per tail chunk) rather than held in registers for
                 // the whole pass: a GQA group's q slices would cost d·G/lanes registers.
@@ -859,15 +912,16 @@ impl BoundCtx<'_> {
                         );
                         let scaled = h.scale * tot[per_head * g].f32();
                         let s = k.let_("shat", fma(step, scaled, lo * h.base));
-                        let mag = h.qabs * (lo.abs().max(hi.abs()) + 1.0f32) * self.slack;
+                        let mag = fma(lo.abs().max(hi.abs()), h.qabs_slack, h.qabs_slack);
                         let eps = k.let_("eps", fma(step, h.eps, mag));
                         (s, eps)
                     }
                     _ => {
+                        let unit = code_dot_unit(self.spec.sketch_bits);
                         let s = k.let_(
                             "shat",
                             fma(
-                                self.terms.scale.at(slots[g]),
+                                self.terms.scale.at(slots[g]) * unit,
                                 tot[per_head * g].f32(),
                                 self.terms.base.at(slots[g]),
                             ),
@@ -883,7 +937,7 @@ impl BoundCtx<'_> {
                 }
                 if tail == Tail::Open {
                     // The stale sketch words of the last page may decode to anything, NaN too.
-                    let in_sketch = t.lt(self.sketched);
+                    let in_sketch = tok.t.lt(self.sketched.i32());
                     lb = select(in_sketch.clone(), lb, f32c(f64::NEG_INFINITY));
                     ub = select(in_sketch, ub, f32c(f64::INFINITY));
                 }
@@ -1057,7 +1111,7 @@ impl BoundCtx<'_> {
     /// The terms of a per-token grid, once per pass, for every head: the integer weights of q'
     /// itself (the page terms' code with `w = q'`), `base = Σ q'_i`, `Σ|q'_i|` and the
     /// coefficient of the token's step in `ε`, `Σ|q'_i|/2 + E` (`E` as in
-    /// [`BoundCtx::page_terms`]). A token then has `ŝ = min·Σq' + step·scale·S` and
+    /// [`BoundCtx::page_terms`]). A token then has `ŝ = min·Σq' + step·scale·S` (`S` from [`code_dot`]) and
     /// `ε = step·(Σ|q'|/2 + E) + slack·Σ|q'|·(max(|min|, |max|) + 1)` from its range word:
     /// `k̂_i = min + code_i·step` and `|k_i − k̂_i| ≤ step/2 + 2⁻²²·(max − min) + 2⁻¹²⁶`
     /// (`entkv_abi::meta`), whose last two terms the slack covers as for a page's grid. Ends
@@ -1096,12 +1150,13 @@ impl BoundCtx<'_> {
             });
         }
         k.barrier();
+        let unit = code_dot_unit(self.spec.sketch_bits);
         for (g, h) in tm.held.iter().flatten().enumerate() {
             let g = g as u32;
-            k.assign(h.scale, tm.scale.at(g));
+            k.assign(h.scale, tm.scale.at(g) * unit);
             k.assign(h.base, tm.base.at(g));
             k.assign(h.eps, tm.eps.at(g));
-            k.assign(h.qabs, qabs_buf.at(g));
+            k.assign(h.qabs_slack, qabs_buf.at(g) * self.slack);
         }
     }
 

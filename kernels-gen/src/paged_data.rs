@@ -39,6 +39,9 @@ pub enum KeyData {
     /// the side of the group's first query (`sign(q_i)`), near the grid's middle where the K
     /// dtype is finest. Their sketch errors add up to nearly `Σ|q'_i|·step/2`, the term the
     /// certified bounds must cover, so a bound even a few percent too tight fails the checks.
+    /// On a per-token grid (4-bit) the two dimensions of smallest `|q_i|` pin each token's own
+    /// grid at ±2 instead, and the codes also line up with the rounding of the integer query
+    /// weights (`q_i·32767/max|q|` above its nearest integer: a high code, else a low one).
     SketchWorst,
 }
 
@@ -194,6 +197,36 @@ impl PagedCase {
                 let step = sketch_step(bits, -R as f32, R as f32) as f64;
                 let mid = (sketch_levels(bits) / 2) as i64;
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+                if self.spec.sketch_token_grid() {
+                    let levels = sketch_levels(bits) as i64;
+                    let qmax = q.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                    let rounds_down: Vec<bool> = q
+                        .iter()
+                        .map(|x| {
+                            let y = x / qmax * 32767.0;
+                            y > y.round()
+                        })
+                        .collect();
+                    let mut by_size: Vec<usize> = (0..d).collect();
+                    by_size.sort_by(|a, b| q[*a].abs().total_cmp(&q[*b].abs()));
+                    let (lo_dim, hi_dim) = (by_size[0], by_size[1]);
+                    for t in 0..len {
+                        for i in 0..d {
+                            k[t * d + i] = if i == lo_dim {
+                                -R
+                            } else if i == hi_dim {
+                                R
+                            } else {
+                                let u = rng.gen_range(0i64..=1);
+                                let code = if rounds_down[i] { levels - 1 - u } else { 1 + u };
+                                let side = if q[i] >= 0.0 { 1.0 } else { -1.0 };
+                                let half = -R + (code as f64 + 0.5 * side) * step;
+                                inside_cell(dtype, half, -side)
+                            };
+                        }
+                    }
+                    return k;
+                }
                 for t in 0..len {
                     for i in 0..d {
                         k[t * d + i] = match t % p {

@@ -77,3 +77,30 @@ fn certified_warp_segments_longer_than_a_warp() {
         ],
     );
 }
+
+/// Two lanes a token on a 4-bit sketch, with token counts a lane group that divide a page and
+/// that do not (4 and 3 of 16): the walk loads each token of the next chunk right after scoring
+/// the current one. Partly filled last pages, one-page sequences.
+#[test]
+fn certified_two_lanes_a_token() {
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 64, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    for tokens_per_group in [4, 3] {
+        let tile = DenseTile {
+            threads: 64,
+            lanes_per_token: 2,
+            tokens_per_group,
+            score_min_blocks: 1,
+            finish_threads: 64,
+            finish_capacity: 64,
+            ..DenseTile::default_certified(&spec)
+        };
+        run_small_tile_cases(
+            spec,
+            tile,
+            vec![
+                (KeyData::Normal, vec![1000, 9, 16], 2, 5),
+                (KeyData::Ties, vec![333], 1, 6),
+            ],
+        );
+    }
+}

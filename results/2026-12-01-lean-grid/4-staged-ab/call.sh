@@ -1,0 +1,23 @@
+# Device call: the 4-bit pass staging its chunks in shared memory with async copies (DSL
+# copy_async = cp.async.cg, 16 B; 2 or 3 stages: 40 KB of the 48 KB static budget), on top of
+# 1-ab's leaner loop (3-prefetch-ab's L2 prefetch removed). new = b69402e + wip.diff; old =
+# 738e1d0. bench-paper at 1M / 128k / 32k over tiles the stages allow; peaked 1M (untuned
+# bundles); ncu stall statistics of the new pass at 1M.
+PACK=.gpu/ab.txz; source scripts/device-call.sh
+N=.gpu/s/s/entkv; O=.gpu/s/o/entkv
+T1M="--tile 256,1,4,1,3,2,256,2048 --tile 256,1,4,2,2,2,256,2048 --tile 64,1,2,2,16,16,256,2048 --tile 128,1,4,2,6,6,256,2048 --tile 64,1,4,2,12,12,256,2048 --tile 128,1,8,2,4,4,256,2048"
+T128="--tile 256,1,4,2,3,2,256,2048 --tile 128,1,4,2,6,6,256,2048 --tile 64,1,4,2,12,12,256,2048 --tile 64,1,2,2,16,16,256,2048"
+T32="--tile 256,1,2,2,3,2,256,2048 --tile 128,1,4,2,6,6,256,2048 --tile 64,1,4,2,12,12,256,2048"
+for v in o n; do
+  E=$N; [ $v = o ] && E=$O
+  ph bp1m-$v 150 $E bench-paper --method certified --n 1048576 --iters 20 $T1M
+  ph bp128k-$v 60 $E bench-paper --method certified --n 131072 --iters 30 $T128
+  ph bp32k-$v 60 $E bench-paper --method certified --n 32768 --iters 30 $T32
+done
+for v in o s; do
+  ph peaked-$v 90 $N bench --bundle .gpu/s/$v/bundle --no-defaults --workload peaked --methods certified --n 1048576 --iters 20 --check-samples 1
+done
+ph ncu-1m 150 /usr/local/cuda/bin/ncu --clock-control none -k regex:"select_certified" -c 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats $N bench-paper --method certified --n 1048576 --iters 1 --tile 256,1,4,1,3,2,256,2048
+for f in $W/bp*.log; do echo "== $f"; grep -E "step|rror" $f | head -8; done
+grep -E "certified  step" $W/peaked-*.log | head
+grep -E "Duration|Registers|Achieved Occ|DRAM Through|Issued Warp|Eligible|Warp Cycles Per Issued|stalled|Shared Memory Config|Block Limit" $W/ncu-*.log | head -30
