@@ -36,6 +36,20 @@ fn run_small_tile_cases(spec: PagedSpec, tile: DenseTile, cases: Vec<(KeyData, V
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
 
+/// A 64-thread tile of `lanes` lanes a token and `tokens` tokens a lane group, with no register
+/// cap, on `spec`'s default certified tile otherwise.
+fn small_tile(spec: &PagedSpec, lanes: u32, tokens: u32) -> DenseTile {
+    DenseTile {
+        threads: 64,
+        lanes_per_token: lanes,
+        tokens_per_group: tokens,
+        score_min_blocks: 1,
+        finish_threads: 64,
+        finish_capacity: 64,
+        ..DenseTile::default_certified(spec)
+    }
+}
+
 /// A chunk with more pages than the CTA has threads (64 threads, 32 tokens a lane group: 128
 /// pages of 16), so the page terms take two rounds of one lane a page. Interpreter only: the
 /// tile holds 256 sketch words a lane, more than a GPU tile would.
@@ -60,17 +74,9 @@ fn certified_page_terms_in_several_rounds() {
 #[test]
 fn certified_warp_segments_longer_than_a_warp() {
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
-    let tile = DenseTile {
-        threads: 64,
-        tokens_per_group: 2,
-        score_min_blocks: 1,
-        finish_threads: 64,
-        finish_capacity: 64,
-        ..DenseTile::default_certified(&spec)
-    };
     run_small_tile_cases(
         spec,
-        tile,
+        small_tile(&spec, 1, 2),
         vec![
             (KeyData::Ties, vec![1500, 37], 1, 11),
             (KeyData::Normal, vec![3000, 200], 1, 11),
@@ -85,18 +91,9 @@ fn certified_warp_segments_longer_than_a_warp() {
 fn certified_two_lanes_a_token() {
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 64, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
     for tokens_per_group in [4, 3] {
-        let tile = DenseTile {
-            threads: 64,
-            lanes_per_token: 2,
-            tokens_per_group,
-            score_min_blocks: 1,
-            finish_threads: 64,
-            finish_capacity: 64,
-            ..DenseTile::default_certified(&spec)
-        };
         run_small_tile_cases(
             spec,
-            tile,
+            small_tile(&spec, 2, tokens_per_group),
             vec![
                 (KeyData::Normal, vec![1000, 9, 16], 2, 5),
                 (KeyData::Ties, vec![333], 1, 6),
