@@ -74,6 +74,12 @@ pub struct PagedSpec {
 }
 
 impl PagedSpec {
+    /// [`PagedSpec::new`] with `entkv bundle create`'s defaults: no ALiBi,
+    /// [`DEFAULT_SKETCH_BITS`].
+    pub fn with_defaults(decode: DecodeSpec, page_size: u32) -> Result<Self, SpecError> {
+        PagedSpec::new(decode, page_size, false, DEFAULT_SKETCH_BITS)
+    }
+
     pub fn new(decode: DecodeSpec, page_size: u32, alibi: bool, sketch_bits: u32) -> Result<Self, SpecError> {
         check_page_size(page_size)?;
         if !SUPPORTED_SKETCH_BITS.contains(&sketch_bits) {

@@ -43,15 +43,7 @@ fn bundle() -> Option<Arc<Bundle>> {
     static BUNDLE: OnceLock<Arc<Bundle>> = OnceLock::new();
     let b = BUNDLE.get_or_init(|| {
         let specs: Vec<PagedSpec> = [1, 2]
-            .map(|g| {
-                PagedSpec::new(
-                    DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(),
-                    16,
-                    false,
-                    entkv_abi::DEFAULT_SKETCH_BITS,
-                )
-                .unwrap()
-            })
+            .map(|g| PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(), 16).unwrap())
             .to_vec();
         Arc::new(create_default_bundle(&specs, 0).unwrap())
     });

@@ -17,13 +17,7 @@ use entkv_runtime::engine::Method;
 
 /// BENCH.md `paper`'s spec: α 1.5, d 32, group 1, f16, P 16.
 fn paper_spec() -> PagedSpec {
-    PagedSpec::new(
-        DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
-        16,
-        false,
-        entkv_abi::DEFAULT_SKETCH_BITS,
-    )
-    .unwrap()
+    PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16).unwrap()
 }
 
 fn default_bundle() -> &'static Bundle {

@@ -14,13 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 fn spec() -> PagedSpec {
-    PagedSpec::new(
-        DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
-        16,
-        false,
-        entkv_abi::DEFAULT_SKETCH_BITS,
-    )
-    .unwrap()
+    PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16).unwrap()
 }
 
 fn device(driver: &str) -> DeviceKey {

@@ -10,13 +10,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn spec() -> PagedSpec {
-    PagedSpec::new(
-        DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
-        16,
-        false,
-        entkv_abi::DEFAULT_SKETCH_BITS,
-    )
-    .unwrap()
+    PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16).unwrap()
 }
 
 fn tmp_dir(name: &str) -> PathBuf {

@@ -24,13 +24,7 @@ use entkv_runtime::engine::{DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, 
 use entkv_runtime::{gpu_unavailable_reason, DeviceBuffer, Gpu};
 
 fn spec(group: u32) -> PagedSpec {
-    PagedSpec::new(
-        DecodeSpec::new(1.5, 32, group, DType::F16).unwrap(),
-        16,
-        false,
-        entkv_abi::DEFAULT_SKETCH_BITS,
-    )
-    .unwrap()
+    PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, group, DType::F16).unwrap(), 16).unwrap()
 }
 
 fn bundle() -> Arc<Bundle> {

@@ -23,13 +23,7 @@ fn ptx(module: &entkv_kernels::KernelModule, pipeline: Pipeline) -> String {
 #[test]
 fn lean_pipeline_makes_the_ptx_of_o3() {
     let specs = [
-        PagedSpec::new(
-            DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(),
-            16,
-            false,
-            entkv_abi::DEFAULT_SKETCH_BITS,
-        )
-        .unwrap(),
+        PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16).unwrap(),
         PagedSpec::new(DecodeSpec::new(1.5, 64, 8, DType::F16).unwrap(), 64, false, 8).unwrap(),
     ];
     let mut differ = Vec::new();
