@@ -24,7 +24,9 @@
 //!    lower bounds, keeps the tokens with `ub > τ_lb` (less the solver's tolerance), rescores
 //!    them exactly from K (64-byte rows), solves `τ` exactly over the kept set — which contains
 //!    the support, so this is the full-cache `τ` — and writes `o = Σ p_j v_j / Σ p_j`, `τ`, the
-//!    support size and the number of kept tokens.
+//!    support size and the number of kept tokens. After a pass that rescores (4-bit sketches)
+//!    the candidates are exact already: `τ_lb` is `τ`, and the rescoring and second solve are
+//!    skipped.
 
 use crate::finish::{
     gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source, SOLVE_REL_TOL,
@@ -1290,6 +1292,9 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         head,
     };
     let kept_out = outs_b.3;
+    // A pass that rescores (4-bit sketches) appends exact scores only, so the threshold of the
+    // candidates' lower bounds is already τ: no rescoring round, no second solve.
+    let exact = refines(spec);
     let run = |k: &mut KernelBuilder, src: &Source| {
         let lb_store = src.scores();
         // 1. τ_lb, the threshold of the lower bounds (≤ τ).
@@ -1297,6 +1302,22 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
         //    leaves the active set.
         let cut = k.let_("cut", tau_lb - tau_lb.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL));
+        if exact {
+            // Only the count of what clears the cut, for `kept`.
+            let kept_total = src.for_each_where(
+                k,
+                scratch.list,
+                scratch.red_i,
+                rg.e(),
+                row_groups,
+                &|_, _, c| c.ub.gt(cut),
+                &|_, _, _| {},
+            );
+            write_output(k, ds, src, tau_lb, values, &rows, outs, &scratch);
+            let tid0 = k.thread_idx().eq_(0u32);
+            k.if_(tid0, |k| k.store(kept_out, head, kept_total));
+            return;
+        }
         // Only the kept candidates load K rows: the others leave the active set here, and the
         // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
         // (each round's lane reduction runs with the whole warp).
