@@ -56,6 +56,34 @@ impl CandidateBufs {
             bound: k.buffer("cand_bound", Scalar::F32, Access::Write),
         }
     }
+
+    /// The candidate at element `at`: `(lb, ub, position)` (`ub` is `lb` without upper bounds).
+    pub fn load(&self, k: &mut KernelBuilder, at: Var) -> (Var, Var, Var) {
+        let lb = k.let_("cand_lbv", self.lb.at(at));
+        let ub = match self.ub {
+            Some(u) => k.let_("cand_ubv", u.at(at)),
+            None => lb,
+        };
+        (lb, ub, k.let_("cand_idxv", self.idx.at(at)))
+    }
+
+    /// Store a candidate at element `at`: its bounds, then its position, which `position`
+    /// evaluates only here (it may be a memory lookup).
+    pub fn store(
+        &self,
+        k: &mut KernelBuilder,
+        at: Var,
+        lb: Var,
+        ub: Var,
+        position: &dyn Fn(&mut KernelBuilder) -> Expr,
+    ) {
+        k.store(self.lb, at, lb);
+        if let Some(u) = self.ub {
+            k.store(u, at, ub);
+        }
+        let t = position(k);
+        k.store(self.idx, at, t);
+    }
 }
 
 /// One chunk's tokens for one head: `(lower, upper)` score bounds per token of this lane
@@ -187,12 +215,7 @@ impl<'a> Stream<'a> {
             for (r, (kp, (lb, ub))) in keep.iter().zip(&chunk.bounds[g]).enumerate() {
                 let bufs = self.bufs;
                 k.if_(kp.clone(), |k| {
-                    k.store(bufs.lb, pos, *lb);
-                    if let Some(u) = bufs.ub {
-                        k.store(u, pos, *ub);
-                    }
-                    let t = (chunk.position)(k, r);
-                    k.store(bufs.idx, pos, t);
+                    bufs.store(k, pos, *lb, *ub, &|k| (chunk.position)(k, r));
                     k.assign(pos, pos + 1i64);
                 });
             }
@@ -276,23 +299,14 @@ impl<'a> Stream<'a> {
             // Lanes past the end read the window's first element: earlier windows' writes
             // land below it, so even a discarded read never meets a write of this epoch.
             let at = k.let_("at", s.base + select(inside, i, w0).i64());
-            let lb = k.let_("lbp", bufs.lb.at(at));
-            let ub = match bufs.ub {
-                Some(u) => k.let_("ubp", u.at(at)),
-                None => lb,
-            };
-            let iv = k.let_("ip", bufs.idx.at(at));
+            let (lb, ub, iv) = bufs.load(k, at);
             let keep = k.let_("keep", inside.and(ub.gt(s.lo)));
             // The scan's barriers order this window's reads before any of its writes; writes
             // land below the next window, so it needs no extra barrier.
             let (excl, total) = k.block_exclusive_scan_reusing(select(keep, 1i32, 0i32), scan);
             k.if_(keep, |k| {
                 let dst = k.let_("dst", s.base + (wp + excl).i64());
-                k.store(bufs.lb, dst, lb);
-                if let Some(u) = bufs.ub {
-                    k.store(u, dst, ub);
-                }
-                k.store(bufs.idx, dst, iv);
+                bufs.store(k, dst, lb, ub, &|_| iv.e());
             });
             k.assign(wp, wp + total);
         });

@@ -159,12 +159,7 @@ impl<'a> WarpStream<'a> {
                 let bufs = self.bufs;
                 k.if_(keep, |k| {
                     let at = k.let_("wat", pos + (added + rank).i64());
-                    k.store(bufs.lb, at, *lb);
-                    if let Some(u) = bufs.ub {
-                        k.store(u, at, *ub);
-                    }
-                    let t = (chunk.position)(k, r);
-                    k.store(bufs.idx, at, t);
+                    bufs.store(k, at, *lb, *ub, &|k| (chunk.position)(k, r));
                 });
                 k.assign(added, added + count);
             }
@@ -226,23 +221,14 @@ impl<'a> WarpStream<'a> {
             let i = k.let_("wpi", w0.clone() + self.lane.i32());
             let inside = k.let_("winside", i.lt(s.count));
             let at = k.let_("wpat", s.base + select(inside, i, w0).i64());
-            let lb = k.let_("wlbp", bufs.lb.at(at));
-            let ub = match bufs.ub {
-                Some(u) => k.let_("wubp", u.at(at)),
-                None => lb,
-            };
-            let iv = k.let_("wip", bufs.idx.at(at));
+            let (lb, ub, iv) = bufs.load(k, at);
             let keep = k.let_("wkeep_p", inside.and(ub.gt(s.lo)));
             let (rank, count) = k.warp_rank(keep, self.below);
             let count = k.let_("wkept", count);
             k.warp_sync(); // every lane's reads of the window before any lane's writes into it
             k.if_(keep, |k| {
                 let dst = k.let_("wdst", s.base + (wp + rank).i64());
-                k.store(bufs.lb, dst, lb);
-                if let Some(u) = bufs.ub {
-                    k.store(u, dst, ub);
-                }
-                k.store(bufs.idx, dst, iv);
+                bufs.store(k, dst, lb, ub, &|_| iv.e());
             });
             k.assign(wp, wp + count);
         });
