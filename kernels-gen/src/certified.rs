@@ -24,7 +24,9 @@
 //!    lower bounds, keeps the tokens with `ub > τ_lb` (less the solver's tolerance), rescores
 //!    them exactly from K (64-byte rows), solves `τ` exactly over the kept set — which contains
 //!    the support, so this is the full-cache `τ` — and writes `o = Σ p_j v_j / Σ p_j`, `τ`, the
-//!    support size and the number of kept tokens.
+//!    support size and the number of kept tokens. After a pass that rescores (4-bit sketches)
+//!    the candidates are exact already: `τ_lb` is `τ`, and the rescoring and second solve are
+//!    skipped.
 
 use crate::finish::{
     gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source, SOLVE_REL_TOL,
@@ -1212,9 +1214,14 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let slopes = spec
         .alibi
         .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
-    // The lower bounds are overwritten with exact scores (or −∞) once τ_lb is known.
+    // A pass that rescores (4-bit sketches) appends exact scores only, so the threshold of the
+    // candidates' lower bounds is already τ: no rescoring round (no q' here), no second solve.
+    let exact = refines(spec);
+    // The lower bounds are overwritten with exact scores (or −∞) once τ_lb is known, unless
+    // they are exact already (then read-only: loads through the non-coherent cache).
+    let lb_access = if exact { Access::Read } else { Access::ReadWrite };
     let inputs = CandInputs {
-        z: k.buffer("cand_lb", Scalar::F32, Access::ReadWrite),
+        z: k.buffer("cand_lb", Scalar::F32, lb_access),
         ub: Some(k.buffer("cand_ub", Scalar::F32, Access::Read)),
         idx: k.buffer("cand_idx", Scalar::I32, Access::Read),
         count: k.buffer("cand_count", Scalar::I32, Access::Read),
@@ -1263,16 +1270,21 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let rl = k.let_("rl", tid % row_lanes);
     let rg = k.let_("rg", tid / row_lanes);
     let row_groups = threads / row_lanes;
-    let qbase = k.let_("qbase", head * ds.head_dim as i64 + (rl * dims).i64());
-    let qs: Vec<Var> = k
-        .load_vec("q", q, qbase, dims)
-        .into_iter()
-        .map(|x| x.f32() * ds.z_scale())
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|e| k.let_("qs", e))
-        .collect();
-    let slope = slopes.map(|s| k.let_("slope", s.at(h) * (ds.alpha.value() - 1.0)));
+    let (qs, slope) = if exact {
+        (Vec::new(), None)
+    } else {
+        let qbase = k.let_("qbase", head * ds.head_dim as i64 + (rl * dims).i64());
+        let qs: Vec<Var> = k
+            .load_vec("q", q, qbase, dims)
+            .into_iter()
+            .map(|x| x.f32() * ds.z_scale())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|e| k.let_("qs", e))
+            .collect();
+        let slope = slopes.map(|s| k.let_("slope", s.at(h) * (ds.alpha.value() - 1.0)));
+        (qs, slope)
+    };
 
     let g = gather(
         &mut k,
@@ -1297,6 +1309,21 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
         //    leaves the active set.
         let cut = k.let_("cut", tau_lb - tau_lb.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL));
+        if exact {
+            // Only the count of what clears the cut, for `kept`.
+            let mine = k.let_typed("kept_mine", Scalar::I32, 0);
+            let total = src.total();
+            k.for_("kc", tid.i32(), total, threads as i32, |k, i| {
+                let at = src.element(k, i);
+                let c = src.read_at(k, at);
+                k.assign(mine, mine + select(c.ub.gt(cut), 1i32, 0i32));
+            });
+            let kept_total = k.block_allreduce(Reduce::Sum, mine, scratch.red_i);
+            write_output(k, ds, src, tau_lb, values, &rows, outs, &scratch);
+            let tid0 = k.thread_idx().eq_(0u32);
+            k.if_(tid0, |k| k.store(kept_out, head, kept_total));
+            return;
+        }
         // Only the kept candidates load K rows: the others leave the active set here, and the
         // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
         // (each round's lane reduction runs with the whole warp).
