@@ -77,6 +77,10 @@ pub struct BenchArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Bits per dimension of the certified path's key sketch (4 or 8): the bundle must hold the
+    /// workload's spec at this width (`entkv bundle create --sketch-bits`).
+    #[arg(long, default_value_t = entkv_abi::DEFAULT_SKETCH_BITS)]
+    pub sketch_bits: u32,
 }
 
 /// A BENCH.md workload's shape.
@@ -163,19 +167,31 @@ impl BenchWorkload {
     /// The kernel specialization the bundle must hold (default sketch width, no ALiBi: `entkv bundle
     /// create`'s defaults), derived as the engine derives it from a [`Problem`].
     pub fn spec(&self) -> Result<PagedSpec> {
+        self.spec_with(entkv_abi::DEFAULT_SKETCH_BITS)
+    }
+
+    /// [`BenchWorkload::spec`] with `sketch_bits` bits a dimension in the key sketch.
+    pub fn spec_with(&self, sketch_bits: u32) -> Result<PagedSpec> {
         let problem = Problem {
             q_heads: self.q_heads,
             kv_heads: self.kv_heads,
             kv_dtype: self.kv_dtype,
+            sketch_bits,
             ..Problem::new(self.alpha, self.head_dim, self.page_size, Method::Dense)
         };
         Ok(problem.spec()?)
     }
 
-    /// The `entkv bundle create` command that makes an untuned bundle for this workload.
-    pub fn create_command(&self) -> String {
+    /// The `entkv bundle create` command that makes an untuned bundle for this workload's
+    /// `spec`.
+    pub fn create_command(&self, spec: &PagedSpec) -> String {
+        let bits = if spec.sketch_bits == entkv_abi::DEFAULT_SKETCH_BITS {
+            String::new()
+        } else {
+            format!(" --sketch-bits {}", spec.sketch_bits)
+        };
         format!(
-            "entkv bundle create --alpha {} --head-dim {} --page-size {} --group {} --kv-dtype {} --out DIR",
+            "entkv bundle create --alpha {} --head-dim {} --page-size {} --group {} --kv-dtype {}{bits} --out DIR",
             self.alpha,
             self.head_dim,
             self.page_size,
@@ -332,8 +348,8 @@ impl MethodName {
 
 /// Fail unless `bundle` holds `w`'s spec, naming the spec and the command that makes a bundle
 /// with it.
-pub fn require_spec(bundle: &Bundle, path: &Path, w: &BenchWorkload) -> Result<PagedSpec> {
-    let spec = w.spec()?;
+pub fn require_spec(bundle: &Bundle, path: &Path, w: &BenchWorkload, sketch_bits: u32) -> Result<PagedSpec> {
+    let spec = w.spec_with(sketch_bits)?;
     let tag = spec.sketch_tag();
     if bundle.spec(&tag).is_none() {
         let have: Vec<String> = bundle.manifest().specs.iter().map(|s| s.sketch_tag()).collect();
@@ -346,7 +362,7 @@ pub fn require_spec(bundle: &Bundle, path: &Path, w: &BenchWorkload) -> Result<P
             } else {
                 have.join(", ")
             },
-            w.create_command()
+            w.create_command(&spec)
         );
     }
     Ok(spec)
@@ -512,7 +528,7 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
         Bundle::open(&args.bundle)
             .with_context(|| format!("cannot open bundle {}", args.bundle.display()))?,
     );
-    let spec = require_spec(&bundle, &args.bundle, &w)?;
+    let spec = require_spec(&bundle, &args.bundle, &w, args.sketch_bits)?;
     // variants[0] is the bundle as it is, variants[1] (unless --no-defaults) its default rows.
     let mut variants = vec![bundle.clone()];
     if !args.no_defaults {
@@ -805,7 +821,15 @@ mod tests {
             (DeviceKeys::Normal, DeviceKeys::Peaked)
         );
         assert_eq!(peaked.spec().unwrap(), paper.spec().unwrap());
-        assert_eq!(peaked.create_command(), paper.create_command());
+        let spec = paper.spec().unwrap();
+        assert_eq!(peaked.create_command(&spec), paper.create_command(&spec));
+        let wide = BenchWorkload::named("wide").unwrap();
+        let eight = wide.spec_with(8).unwrap();
+        assert_eq!(eight.sketch_bits, 8);
+        assert!(wide
+            .create_command(&eight)
+            .contains("--group 4 --kv-dtype bf16 --sketch-bits 8"));
+        assert!(wide.spec_with(5).is_err());
         let j = serde_json::to_value(peaked).unwrap();
         assert_eq!(
             (&j["name"], &j["data"], &j["kv_dtype"]),

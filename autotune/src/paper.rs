@@ -556,7 +556,7 @@ pub fn record(
     times: &[f64],
     bytes: u64,
 ) -> TimingRecord {
-    TimingRecord::new(
+    let mut rec = TimingRecord::new(
         env,
         workload,
         method,
@@ -569,7 +569,9 @@ pub fn record(
         times,
         bytes,
         crate::gpucheck::CEILING_BYTES_PER_S,
-    )
+    );
+    rec.sketch_bits = Some(pc.spec.sketch_bits);
+    rec
 }
 
 /// Per-kernel and per-step medians (ms) of a decode pipeline for tile variants at a paper shape,

@@ -65,6 +65,10 @@ pub struct TimingRecord {
     /// absent where the run did not report it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages_kept: Option<f64>,
+    /// Bits per dimension of the certified path's key sketch, where the record is of a paged
+    /// step (absent from records written before it was stored: those ran 4-bit sketches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sketch_bits: Option<u32>,
 }
 
 impl TimingRecord {
@@ -102,6 +106,7 @@ impl TimingRecord {
             floor_ms: bytes as f64 / ceiling_bytes_per_s * 1e3,
             x_floor: Some(median_ms / (bytes as f64 / ceiling_bytes_per_s * 1e3)),
             pages_kept: None,
+            sketch_bits: None,
         }
     }
 }
