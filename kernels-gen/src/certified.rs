@@ -1309,66 +1309,60 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
         //    leaves the active set.
         let cut = k.let_("cut", tau_lb - tau_lb.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL));
-        if exact {
+        let (tau, kept_total) = if exact {
             // Only the count of what clears the cut, for `kept`.
             let mine = k.let_typed("kept_mine", Scalar::I32, 0);
-            let total = src.total();
-            k.for_("kc", tid.i32(), total, threads as i32, |k, i| {
-                let at = src.element(k, i);
-                let c = src.read_at(k, at);
-                k.assign(mine, mine + select(c.ub.gt(cut), 1i32, 0i32));
+            src.for_each(k, tid.e(), threads, &|k, c| {
+                k.assign(mine, mine + select(c.ub.gt(cut), 1i32, 0i32))
             });
-            let kept_total = k.block_allreduce(Reduce::Sum, mine, scratch.red_i);
-            write_output(k, ds, src, tau_lb, values, &rows, outs, &scratch);
-            let tid0 = k.thread_idx().eq_(0u32);
-            k.if_(tid0, |k| k.store(kept_out, head, kept_total));
-            return;
-        }
-        // Only the kept candidates load K rows: the others leave the active set here, and the
-        // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
-        // (each round's lane reduction runs with the whole warp).
-        let kept_total = src.for_each_where(
-            k,
-            scratch.list,
-            scratch.red_i,
-            rg.e(),
-            row_groups,
-            &|k, at, c| {
-                let keep = k.let_("keep", c.ub.gt(cut));
-                k.if_(keep.not(), |k| k.store(lb_store, at, f32c(f64::NEG_INFINITY)));
-                keep.e()
-            },
-            &|k, i, inside| {
-                let at = src.element(k, i.e());
-                let at = k.let_("k_at", at);
-                let idx = src.read_idx_at(k, at.e());
-                let row = rows.row(k, idx.i64());
-                let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
-                k.if_(inside, |k| {
-                    for (j, v) in k
-                        .load_vec("k", keys, row + (rl * dims).i64(), dims)
-                        .into_iter()
-                        .enumerate()
-                    {
-                        k.assign(kvals[j], v);
-                    }
-                });
-                let dot = kvals
-                    .iter()
-                    .zip(&qs)
-                    .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
-                let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
-                let alibi = match slope {
-                    Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
-                    None => f32c(0.0),
-                };
-                k.if_(inside.and(rl.eq_(0u32)), |k| {
-                    k.store(lb_store, at, dots[0] + alibi)
-                });
-            },
-        );
-        // 3. τ over the kept set (which holds the support), starting from τ_lb ≤ τ.
-        let tau = solve_tau(k, ds, src, tau_lb, scratch.red);
+            (tau_lb, k.block_allreduce(Reduce::Sum, mine, scratch.red_i))
+        } else {
+            // Only the kept candidates load K rows: the others leave the active set here, and the
+            // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
+            // (each round's lane reduction runs with the whole warp).
+            let kept_total = src.for_each_where(
+                k,
+                scratch.list,
+                scratch.red_i,
+                rg.e(),
+                row_groups,
+                &|k, at, c| {
+                    let keep = k.let_("keep", c.ub.gt(cut));
+                    k.if_(keep.not(), |k| k.store(lb_store, at, f32c(f64::NEG_INFINITY)));
+                    keep.e()
+                },
+                &|k, i, inside| {
+                    let at = src.element(k, i.e());
+                    let at = k.let_("k_at", at);
+                    let idx = src.read_idx_at(k, at.e());
+                    let row = rows.row(k, idx.i64());
+                    let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
+                    k.if_(inside, |k| {
+                        for (j, v) in k
+                            .load_vec("k", keys, row + (rl * dims).i64(), dims)
+                            .into_iter()
+                            .enumerate()
+                        {
+                            k.assign(kvals[j], v);
+                        }
+                    });
+                    let dot = kvals
+                        .iter()
+                        .zip(&qs)
+                        .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
+                    let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
+                    let alibi = match slope {
+                        Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
+                        None => f32c(0.0),
+                    };
+                    k.if_(inside.and(rl.eq_(0u32)), |k| {
+                        k.store(lb_store, at, dots[0] + alibi)
+                    });
+                },
+            );
+            // 3. τ over the kept set (which holds the support), starting from τ_lb ≤ τ.
+            (solve_tau(k, ds, src, tau_lb, scratch.red), kept_total)
+        };
         write_output(k, ds, src, tau, values, &rows, outs, &scratch);
         let tid0 = k.thread_idx().eq_(0u32);
         k.if_(tid0, |k| k.store(kept_out, head, kept_total));
