@@ -114,7 +114,8 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// A problem with the defaults: 8-bit sketch, no ALiBi, f16.
+    /// A problem with the defaults: the default sketch width (`entkv_abi::DEFAULT_SKETCH_BITS`), no
+    /// ALiBi, f16.
     pub fn new(alpha: f64, head_dim: u32, page_size: u32, method: Method) -> Problem {
         Problem {
             alpha,
