@@ -53,6 +53,11 @@ fn narrow_row_lanes(spec: &DecodeSpec) -> u32 {
     }
 }
 
+/// Largest GQA group whose certified pass may share head bounds ([`DenseTile::share_bound`]):
+/// each head holds the bound it read, and at GQA 8 the full walk over the rest spilled (4 B,
+/// local ptxas 13).
+pub const MAX_SHARE_BOUND_GROUP: u32 = 4;
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -76,6 +81,14 @@ pub struct DenseTile {
     pub finish_threads: u32,
     /// Candidates the finish pass stages in shared memory; more are read from the workspace.
     pub finish_capacity: u32,
+    /// Certified pass over a per-token grid (4-bit sketches) only: a head's splits share
+    /// their threshold bounds through a global `head_bound` per query head (reset by
+    /// `certified_init` each step), so a split's first chunks filter against what the others
+    /// found. Pays where a head is cut into many splits whose warps see few tokens (`wide`);
+    /// costs a launch and L2 round trips where they see many. Tag suffix `_h`; absent from
+    /// bundles and logs written before it existed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub share_bound: bool,
 }
 
 impl DenseTile {
@@ -107,6 +120,7 @@ impl DenseTile {
             ctas_per_sm: 3,
             finish_threads: 256,
             finish_capacity: 4096,
+            share_bound: false,
         }
     }
 
@@ -163,6 +177,7 @@ impl DenseTile {
             ctas_per_sm: 3,
             finish_threads: 256,
             finish_capacity: 4096,
+            share_bound: false,
         }
     }
 
@@ -225,6 +240,14 @@ impl DenseTile {
             finish_capacity: 2048,
             ..DenseTile::default_for(spec)
         };
+        // Wide rows' heads are cut into many splits (`wide`: 32 (sequence, KV head) pairs, 37
+        // splits a head at 1M), so a warp's own bound stays far below its head's threshold and
+        // about half its tokens are rescored; shared head bounds measured 3.85 → 2.99 ms at 1M
+        // (results/2026-12-01-exact-finish/4-head-bound-ab). Elsewhere the tuner decides.
+        let tile = DenseTile {
+            share_bound: paged.sketch_token_grid() && wide,
+            ..tile
+        };
         if paged.sketch_token_grid() && spec.head_dim * spec.group <= 64 {
             // The 4-bit pass streams warp-locally and rescores in batches, so a chunk costs
             // little beyond its tokens: 256-thread CTAs, two an SM (≤ 128 registers), measured
@@ -251,10 +274,10 @@ impl DenseTile {
         (spec.head_dim * spec.kv_dtype.size_bytes() / 16).max(1)
     }
 
-    /// `t256_l1_r16_n2_m0_c3_f256_s4096`.
+    /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -262,8 +285,36 @@ impl DenseTile {
             self.score_min_blocks,
             self.ctas_per_sm,
             self.finish_threads,
-            self.finish_capacity
+            self.finish_capacity,
+            if self.share_bound { "_h" } else { "" }
         )
+    }
+
+    /// [`DenseTile::share_bound`] is for the warp stream of a certified pass over a per-token
+    /// grid (4-bit sketches), at GQA ≤ [`MAX_SHARE_BOUND_GROUP`]; `certified` says whether the
+    /// tile is that pass's.
+    pub fn check_share_bound(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
+        if !self.share_bound {
+            return Ok(());
+        }
+        let reason = if !certified || !spec.sketch_token_grid() {
+            format!(
+                "share_bound (`_h`) is a tile of the certified pass over 4-bit sketches only (this is {}, {}-bit)",
+                if certified { "the certified pass" } else { "a dense or sparse decode" },
+                spec.sketch_bits
+            )
+        } else if spec.decode.group > MAX_SHARE_BOUND_GROUP {
+            format!(
+                "share_bound (`_h`) needs GQA ≤ {MAX_SHARE_BOUND_GROUP} (group {}: registers)",
+                spec.decode.group
+            )
+        } else {
+            return Ok(());
+        };
+        Err(SpecError::BadTile {
+            kernel: "decode_certified",
+            reason,
+        })
     }
 
     pub fn check(&self, spec: &DecodeSpec) -> Result<(), SpecError> {

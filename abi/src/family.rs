@@ -4,7 +4,9 @@
 
 use crate::gaussian::{gauss_entry_names, page_score_moments_entry, GaussTile, MomentsTile};
 use crate::meta::{meta_entry_names, MetaTile};
-use crate::pipeline::{certified_entry_names, certified_rest_entry, certified_selected_entry};
+use crate::pipeline::{
+    certified_entry_names, certified_init_entry, certified_rest_entry, certified_selected_entry,
+};
 use crate::topk::{
     page_bounds_entry, page_score_box_entry, prune_mark_entry, prune_tau_entry, select_pruned_entry,
     select_topk_entry, BoxScoreTile, SelectTopkTile,
@@ -177,7 +179,8 @@ impl TileConfig {
             (F::PageScoreMoments, TileConfig::Moments(t)) => t.check(spec),
             (F::SelectGaussian, TileConfig::Gauss(t)) => t.check(spec),
             (F::DecodeDense | F::DecodeSparse | F::DecodeCertified, TileConfig::Dense(t)) => {
-                t.check(&spec.decode)
+                t.check(&spec.decode)?;
+                t.check_share_bound(family == F::DecodeCertified, spec)
             }
             _ => Err(SpecError::BadShape(format!(
                 "family `{family}` does not take a tile like {}",
@@ -223,12 +226,17 @@ impl TileConfig {
             }
             (F::DecodeCertified, TileConfig::Dense(t)) => {
                 let (s, f) = certified_entry_names(spec, t);
-                vec![
+                let mut e = vec![
                     s,
                     f,
                     certified_selected_entry(spec, t),
                     certified_rest_entry(spec, t),
-                ]
+                ];
+                if t.share_bound {
+                    // Launched first (it resets the heads' shared bounds), listed last.
+                    e.push(certified_init_entry(spec, t));
+                }
+                e
             }
             _ => unreachable!("checked above"),
         })
@@ -256,6 +264,56 @@ mod tests {
             all.dedup();
             assert_eq!(all.len(), n, "entry names are unique across families");
         }
+    }
+
+    /// Head-bound sharing is a tile of the certified pass over 4-bit sketches at GQA ≤ 4: its
+    /// entries gain `certified_init` and the `_h` tag; anywhere else it is refused by name.
+    #[test]
+    fn shared_head_bounds_only_where_the_warp_stream_runs() {
+        let spec = |g: u32, bits: u32| {
+            PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(), 16, false, bits).unwrap()
+        };
+        let shared = |t: TileConfig| match t {
+            TileConfig::Dense(d) => TileConfig::Dense(DenseTile {
+                share_bound: true,
+                ..d
+            }),
+            t => t,
+        };
+        let s4 = spec(1, 4);
+        let f = KernelFamily::DecodeCertified;
+        let plain = f.default_tile(&s4).entries(f, &s4).unwrap();
+        assert!(!plain.iter().any(|e| e.starts_with("certified_init")));
+        let e = shared(f.default_tile(&s4)).entries(f, &s4).unwrap();
+        assert_eq!(e.len(), plain.len() + 1);
+        assert!(e.last().unwrap().starts_with("certified_init") && e.last().unwrap().ends_with("_h"));
+        assert!(e[0].ends_with("_h"), "{}", e[0]);
+        for (family, s) in [
+            (KernelFamily::DecodeDense, s4),
+            (KernelFamily::DecodeSparse, s4),
+            (f, spec(1, 8)),
+            (f, spec(8, 4)),
+        ] {
+            let err = shared(family.default_tile(&s))
+                .check(family, &s)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("share_bound"), "{err}");
+        }
+        // The decode plan refuses it too, for a dense decode.
+        let shape = crate::PagedShape {
+            batch: 1,
+            kv_heads: 1,
+            max_pages: 4,
+            num_pages: 4,
+        };
+        let TileConfig::Dense(t) = shared(KernelFamily::DecodeDense.default_tile(&s4)) else {
+            unreachable!()
+        };
+        let err = crate::pipeline::decode_calls(crate::DecodeKind::Dense, &s4, &t, &shape, 64, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("share_bound"), "{err}");
     }
 
     #[test]

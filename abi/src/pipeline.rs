@@ -169,6 +169,16 @@ pub fn certified_entry_names(spec: &PagedSpec, tile: &DenseTile) -> (String, Str
     )
 }
 
+/// Entry name of the kernel that resets the per-head shared threshold bounds (`head_bound`)
+/// before a certified pass over a per-token grid (4-bit sketches) raises them:
+/// `certified_init__<spec+sketch>__<tile>`.
+pub fn certified_init_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
+    format!("certified_init__{}__{}", spec.sketch_tag(), tile.tag())
+}
+
+/// Threads a block of `certified_init`.
+pub const CERTIFIED_INIT_THREADS: u32 = 128;
+
 /// Entry name of the certified score pass over a page selection:
 /// `select_certified_sel__<spec+sketch>__<tile>` (its finish pass is `decode_certified`).
 pub fn certified_selected_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
@@ -194,6 +204,8 @@ pub fn decode_calls(
 ) -> Result<PipelinePlan, SpecError> {
     let ds = &spec.decode;
     tile.check(ds)?;
+    let certified = matches!(kind, DecodeKind::Certified | DecodeKind::CertifiedSelected);
+    tile.check_share_bound(certified, spec)?;
     let dshape = DenseShape {
         batch: shape.batch,
         kv_heads: shape.kv_heads,
@@ -202,7 +214,7 @@ pub fn decode_calls(
     let segments = segments_per_split(kind, spec, tile);
     let plan = split_plan_segmented(tile, &dshape, sm_count, kind.split_policy(), segments)?;
     let ws = dense_workspace_segmented(ds, &dshape, &plan, segments);
-    let buffers = decode_buffers(kind, spec, shape.batch, shape.kv_heads, &ws);
+    let buffers = decode_buffers(kind, spec, tile, shape.batch, shape.kv_heads, &ws);
     let alibi: Vec<ArgRef> = if spec.alibi {
         vec![buf("alibi_slopes")]
     } else {
@@ -265,9 +277,11 @@ pub fn decode_calls(
                 buf("cand_idx"),
                 buf("cand_count"),
                 buf("cand_bound"),
-                mp.clone(),
-                chunks,
             ]);
+            if tile.share_bound {
+                a1.push(buf("head_bound"));
+            }
+            a1.extend([mp.clone(), chunks]);
             let mut a2 = vec![
                 buf("q"),
                 buf("k_pool"),
@@ -292,6 +306,20 @@ pub fn decode_calls(
     };
     a2.extend(tail);
     let mut calls = Vec::new();
+    if tile.share_bound {
+        // Every head's shared bound starts at −∞: the score pass's CTAs raise it with bounds
+        // on this step's threshold only (a workspace holds anything between steps).
+        let heads = shape.batch as u64 * shape.kv_heads as u64 * ds.group as u64;
+        let heads = u32::try_from(heads)
+            .ok()
+            .filter(|&h| h <= i32::MAX as u32)
+            .ok_or_else(|| SpecError::BadShape(format!("{heads} query heads a step (at most 2^31 − 1)")))?;
+        calls.push(CallPlan {
+            entry: certified_init_entry(spec, tile),
+            geometry: LaunchGeometry::cover(heads, CERTIFIED_INIT_THREADS),
+            args: vec![buf("head_bound"), ArgRef::I32(heads as i32)],
+        });
+    }
     if kind == DecodeKind::CertifiedSelected {
         // The full walk of the pairs whose pruning kept most pages: the selected pass's
         // arguments without `sel_pages`.
@@ -319,6 +347,7 @@ pub fn decode_calls(
 fn decode_buffers(
     kind: DecodeKind,
     spec: &PagedSpec,
+    tile: &DenseTile,
     batch: u32,
     kv_heads: u32,
     ws: &DenseWorkspace,
@@ -342,6 +371,11 @@ fn decode_buffers(
             buffers.push(BufferSpec::new("cand_ub", Elem::F32, ws.cand_elems));
             buffers.push(BufferSpec::new("cand_bound", Elem::F32, ws.split_elems));
             buffers.push(BufferSpec::new("kept", Elem::I32, heads));
+            if tile.share_bound {
+                // Per query head, the best bound on its threshold any CTA has found (the f32's
+                // order-preserving i32), shared by every split of the head.
+                buffers.push(BufferSpec::new("head_bound", Elem::I32, heads));
+            }
         }
     }
     buffers
@@ -369,7 +403,7 @@ pub fn decode_buffers_bound(
         kind.split_policy(),
         segments_per_split(kind, spec, tile),
     )?;
-    Ok(decode_buffers(kind, spec, max_batch, kv_heads, &ws))
+    Ok(decode_buffers(kind, spec, tile, max_batch, kv_heads, &ws))
 }
 
 fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {

@@ -42,6 +42,7 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         ctas_per_sm: v[5],
         finish_threads: v[6],
         finish_capacity: v[7],
+        share_bound: false,
     };
     t.check(spec)?;
     Ok(t)

@@ -34,7 +34,7 @@ use crate::finish::{
 use crate::page_meta;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
-use crate::warp_stream::WarpStream;
+use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -52,9 +52,27 @@ pub use entkv_abi::pipeline::certified_entry_names as entry_names;
 
 /// `select_certified`: grid (splits, kv heads, batch). Parameters: `q, k_pool, block_table,
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
-/// cand_bound, max_pages, chunks_per_split`.
+/// cand_bound, [head_bound] (per-token grid), max_pages, chunks_per_split`.
 pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     score_pass(spec, tile, Walk::Full, refines(spec))
+}
+
+/// `certified_init`: every query head's shared threshold bound (`head_bound`, an
+/// order-preserving i32 of an f32) set to −∞ before a pass over a per-token grid raises them.
+/// Grid: enough blocks of [`entkv_abi::pipeline::CERTIFIED_INIT_THREADS`] for `heads`.
+/// Parameters: `head_bound, heads`.
+pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    tile.check(&spec.decode)?;
+    tile.check_share_bound(true, spec)?;
+    let threads = entkv_abi::pipeline::CERTIFIED_INIT_THREADS;
+    let mut k = KernelBuilder::new(entkv_abi::pipeline::certified_init_entry(spec, tile), threads);
+    let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
+    let heads = k.scalar_param("heads", Scalar::I32);
+    let h = k.let_("h", k.block_idx(Axis::X) * threads + k.thread_idx());
+    k.if_(h.lt(heads.u32()), |k| {
+        k.store(head_bound, h.i64(), order_key(f32c(f64::NEG_INFINITY)))
+    });
+    Ok(k.finish()?)
 }
 
 /// [`select_kernel`] without rescoring, for checks: its candidates carry their sketch bounds,
@@ -73,8 +91,8 @@ pub fn unrefined_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
 /// page last), iteration index `c` standing for token `c mod P` of selected page `⌊c/P⌋`, for
 /// the (sequence, KV head) pairs whose selection is short ([`Walk::Selected`]). Parameters:
 /// `q, k_pool, block_table, seq_lens, sel_pages, sel_count, meta_bounds, sketch,
-/// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, max_pages,
-/// chunks_per_split`.
+/// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, [head_bound],
+/// max_pages, chunks_per_split`.
 pub fn selected_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     score_pass(spec, tile, Walk::Selected, refines(spec))
 }
@@ -122,6 +140,7 @@ fn score_pass(
 ) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
     tile.check(ds)?;
+    tile.check_share_bound(true, spec)?;
     let selected = walk_kind == Walk::Selected;
     let name = match walk_kind {
         Walk::Full if !refine && refines(spec) => unrefined_entry(spec, tile),
@@ -159,6 +178,10 @@ fn score_pass(
         .alibi
         .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
     let bufs = CandidateBufs::declare_bounded(&mut k);
+    let grid = spec.sketch_token_grid();
+    let head_bound = tile
+        .share_bound
+        .then(|| k.buffer("head_bound", Scalar::I32, Access::ReadWrite));
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
     let chunks_param = k.scalar_param("chunks_per_split", Scalar::I32);
     let chunks = k.let_("chunks", chunks_param);
@@ -214,9 +237,16 @@ fn score_pass(
     // A per-token grid (4-bit sketches) streams warp-locally: ~1% of its tokens clear the
     // running bound and are rescored from K in batches (`RescoreQueue`), and no other
     // warp waits for that round trip (`warp_stream`). The 8-bit pass keeps the block stream.
-    let grid = spec.sketch_token_grid();
     let streams = if grid {
-        Streams::Warp(WarpStream::new(&mut k, ds, tile, bufs, &seg_index, split_len))
+        // One index for the group (its first head's); head `g` is `g` past it. A 64-bit
+        // index a head spilled GQA 8 (results/2026-12-01-exact-finish/4-head-bound-ab).
+        let global = head_bound.map(|buf| HeadBounds {
+            buf,
+            first: k.let_("head_at", (b * q_heads + kvh * ds.group).i64()),
+        });
+        Streams::Warp(WarpStream::new(
+            &mut k, ds, tile, bufs, &seg_index, split_len, global,
+        ))
     } else {
         Streams::Block(Stream::new(&mut k, ds, tile, bufs, &seg_index, split_len))
     };

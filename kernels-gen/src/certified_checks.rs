@@ -454,8 +454,18 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             ..tile
         };
         // The default tile, then small tiles on a small assumed GPU (several chunks and splits;
-        // on the pruned path chunks span several selected, non-adjacent pages).
-        for (tile, sm_count) in [(tile, 132), (small, 1)] {
+        // on the pruned path chunks span several selected, non-adjacent pages); over a
+        // per-token grid also the small tile with the other choice of head-bound sharing, so
+        // both are checked with many splits of a head.
+        let mut tiles = vec![(tile, 132), (small, 1)];
+        if case.spec.sketch_token_grid() {
+            let other = DenseTile {
+                share_bound: !small.share_bound,
+                ..small
+            };
+            tiles.push((other, 1));
+        }
+        for (tile, sm_count) in tiles {
             for pruned in [false, true] {
                 v.push(Box::new(CertifiedCheck {
                     case: case.clone(),

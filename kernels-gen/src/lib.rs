@@ -92,13 +92,17 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
     }
     out.push(score);
     let cert = DenseTile::default_certified(spec);
+    let mut select = vec![
+        certified::select_kernel(spec, &cert)?,
+        certified::selected_select_kernel(spec, &cert)?,
+        certified::rest_select_kernel(spec, &cert)?,
+    ];
+    if cert.share_bound {
+        select.push(certified::init_kernel(spec, &cert)?);
+    }
     out.push(KernelModule {
         name: "select_certified",
-        kernels: vec![
-            certified::select_kernel(spec, &cert)?,
-            certified::selected_select_kernel(spec, &cert)?,
-            certified::rest_select_kernel(spec, &cert)?,
-        ],
+        kernels: select,
     });
     out.push(KernelModule {
         name: "decode_certified",
@@ -158,12 +162,18 @@ pub fn family_kernels(
         }
         (F::DecodeDense, T::Dense(t)) => decode::paged_kernels(spec, t, false)?.into(),
         (F::DecodeSparse, T::Dense(t)) => decode::paged_kernels(spec, t, true)?.into(),
-        (F::DecodeCertified, T::Dense(t)) => vec![
-            certified::select_kernel(spec, t)?,
-            certified::decode_kernel(spec, t)?,
-            certified::selected_select_kernel(spec, t)?,
-            certified::rest_select_kernel(spec, t)?,
-        ],
+        (F::DecodeCertified, T::Dense(t)) => {
+            let mut kernels = vec![
+                certified::select_kernel(spec, t)?,
+                certified::decode_kernel(spec, t)?,
+                certified::selected_select_kernel(spec, t)?,
+                certified::rest_select_kernel(spec, t)?,
+            ];
+            if t.share_bound {
+                kernels.push(certified::init_kernel(spec, t)?);
+            }
+            kernels
+        }
         _ => unreachable!("TileConfig::check matched family and tile"),
     })
 }

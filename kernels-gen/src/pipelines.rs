@@ -79,6 +79,14 @@ pub fn decode_pipeline(
             certified::decode_kernel(spec, tile)?,
         ],
     };
+    let init = matches!(kind, DecodeKind::Certified | DecodeKind::CertifiedSelected) && tile.share_bound;
+    let kernels = if init {
+        std::iter::once(certified::init_kernel(spec, tile)?)
+            .chain(kernels)
+            .collect()
+    } else {
+        kernels
+    };
     attach(plan, kernels)
 }
 
@@ -93,9 +101,14 @@ pub fn certified_bounds_pipeline(
     sm_count: u32,
 ) -> Result<Pipeline, KernelGenError> {
     let mut plan = decode_calls(DecodeKind::Certified, spec, tile, shape, max_tokens, sm_count)?;
-    plan.calls.truncate(1);
-    plan.calls[0].entry = certified::unrefined_entry(spec, tile);
-    attach(plan, vec![certified::unrefined_select_kernel(spec, tile)?])
+    plan.calls.pop(); // the finish pass
+    let pass = plan.calls.last_mut().expect("a score pass");
+    pass.entry = certified::unrefined_entry(spec, tile);
+    let mut kernels = vec![certified::unrefined_select_kernel(spec, tile)?];
+    if tile.share_bound {
+        kernels.insert(0, certified::init_kernel(spec, tile)?);
+    }
+    attach(plan, kernels)
 }
 
 /// Build the metadata of the physical pages in `pages` (e.g. `entkv_abi::full_pages` after

@@ -17,6 +17,12 @@
 //! (`atomicMax` on the f32's order-preserving integer) and reads the CTA's best once a chunk,
 //! using it one chunk later so the read's latency is hidden. A subset's bound is a bound for
 //! the whole sequence, so the best of them is too.
+//!
+//! With [`DenseTile::share_bound`] the same goes across the CTAs of a head ([`HeadBounds`]):
+//! warps also publish to a global bound per query head and read it with the CTA's, so a split's
+//! first chunks filter against what the head's other splits have found. Plans that cut a head
+//! into many short splits (`wide`) otherwise rescore a large share of their tokens before their
+//! own bounds tighten.
 
 use crate::entmax::newton_update;
 use crate::stream::{threshold_sums, CandidateBufs, ChunkScores};
@@ -54,6 +60,26 @@ pub struct WarpSegment {
     /// The CTA's best published bound as read at the end of the previous chunk (the integer
     /// key, see [`order_key`]).
     seen: Var,
+    /// The head's best bound over every CTA (`head_bound`), as lane 0 read it at the end of the
+    /// previous chunk (the integer key; other lanes hold −∞). Shuffled out when the next chunk
+    /// raises its filter, so the read's round trip to L2 overlaps that chunk's scoring.
+    global_seen: Var,
+}
+
+/// Per query head, the best bound on its threshold any CTA of the step has found, in global
+/// memory (`head_bound`, [`order_key`]s reset to −∞ by `certified_init` before the pass):
+/// a head's splits share their bounds, so a split's first chunks filter against what the
+/// others have seen. `first` is the element of the group's first head (i64); head `g` of
+/// the group is `first + g`.
+pub struct HeadBounds {
+    pub buf: Buf,
+    pub first: Var,
+}
+
+impl HeadBounds {
+    fn at(&self, g: usize) -> Expr {
+        self.first + g as i64
+    }
 }
 
 pub struct WarpStream<'a> {
@@ -67,11 +93,12 @@ pub struct WarpStream<'a> {
     lane: Var,
     /// [`KernelBuilder::lanes_below`].
     below: Var,
+    global: Option<HeadBounds>,
 }
 
 /// The i32 whose signed order is the f32 order of `x` (not NaN): the bits for `x ≥ +0`, the
 /// bits with the magnitude flipped for negatives. Its own inverse.
-fn order_key(x: impl IntoExpr) -> Expr {
+pub fn order_key(x: impl IntoExpr) -> Expr {
     let bits = x.into_expr(Some(Scalar::F32)).bitcast(Scalar::I32);
     select(bits.clone().lt(0i32), bits.clone() ^ 0x7FFF_FFFFi32, bits)
 }
@@ -93,6 +120,7 @@ impl<'a> WarpStream<'a> {
         bufs: CandidateBufs,
         seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr,
         split_len: Var,
+        global: Option<HeadBounds>,
     ) -> WarpStream<'a> {
         let warps = tile.threads / WARP;
         let shared_bound = k.shared("warp_bounds", Scalar::I32, spec.group);
@@ -119,6 +147,7 @@ impl<'a> WarpStream<'a> {
                     probe: k.let_typed("wprobe", Scalar::F32, f64::NEG_INFINITY),
                     tighten_at: k.let_typed("wtighten_at", Scalar::I32, TIGHTEN_EVERY),
                     seen: k.let_("wseen", order_key(f32c(f64::NEG_INFINITY))),
+                    global_seen: k.let_("wgseen", order_key(f32c(f64::NEG_INFINITY))),
                 }
             })
             .collect();
@@ -131,6 +160,7 @@ impl<'a> WarpStream<'a> {
             shared_bound,
             lane,
             below,
+            global,
         }
     }
 
@@ -141,7 +171,11 @@ impl<'a> WarpStream<'a> {
         for (s, b) in self.segs.iter().zip(bounds) {
             let m = b.iter().fold(s.lane_hi.e(), |m, (lb, _)| m.max(*lb));
             k.assign(s.lane_hi, m);
-            let shared = from_order_key(s.seen);
+            let mut shared = from_order_key(s.seen);
+            if self.global.is_some() {
+                let g = k.shuffle(ShuffleMode::Idx, s.global_seen, u32c(0));
+                shared = shared.max(from_order_key(g));
+            }
             k.assign(s.filter, s.filter.max(s.lane_hi - 1.0f32).max(shared));
         }
     }
@@ -174,14 +208,22 @@ impl<'a> WarpStream<'a> {
                 });
                 k.if_(self.lane.eq_(0u32), |k| {
                     k.atomic_no_ret(AtomicOp::Max, self.shared_bound, g as u32, order_key(s.lo));
+                    if let Some(hb) = &self.global {
+                        k.atomic_no_ret(AtomicOp::Max, hb.buf, hb.at(g), order_key(s.lo));
+                    }
                 });
                 k.assign(s.filter, s.filter.max(s.lo));
             });
-            // Read the CTA's best bound now; it is used by the next chunk's `raise`.
+            // Read the CTA's best bound now; it is used by the next chunk's `raise`. So is the
+            // head's (an atomic: it reads L2, never a stale line of this SM's L1).
             let seen = k.let_typed("wseen_l0", Scalar::I32, 0);
             k.if_(self.lane.eq_(0u32), |k| {
                 let v = k.atomic(AtomicOp::Max, self.shared_bound, g as u32, i32c(i32::MIN as i64));
                 k.assign(seen, v);
+                if let Some(hb) = &self.global {
+                    let v = k.atomic(AtomicOp::Max, hb.buf, hb.at(g), i32c(i32::MIN as i64));
+                    k.assign(s.global_seen, v);
+                }
             });
             let v = k.shuffle(ShuffleMode::Idx, seen, u32c(0));
             k.assign(s.seen, v);
@@ -243,6 +285,15 @@ impl<'a> WarpStream<'a> {
         for (g, s) in self.segs.iter().enumerate() {
             let best = k.let_("wbest", from_order_key(self.shared_bound.at(g as u32)));
             k.assign(s.filter, s.filter.max(best));
+            if let Some(hb) = &self.global {
+                let v = k.let_typed("wgbest_l0", Scalar::I32, i32::MIN as i64);
+                k.if_(self.lane.eq_(0u32), |k| {
+                    let r = k.atomic(AtomicOp::Max, hb.buf, hb.at(g), i32c(i32::MIN as i64));
+                    k.assign(v, r);
+                });
+                let v = k.shuffle(ShuffleMode::Idx, v, u32c(0));
+                k.assign(s.filter, s.filter.max(from_order_key(v)));
+            }
             self.gather_bound(k, s);
             k.if_(s.count.gt(0i32), |k| {
                 self.newton(k, s);
@@ -252,6 +303,10 @@ impl<'a> WarpStream<'a> {
             k.if_(self.lane.eq_(0u32), |k| {
                 k.store(bufs.count, s.seg, s.count);
                 k.store(bufs.bound, s.seg, s.lo);
+                if let Some(hb) = &self.global {
+                    // For the head's CTAs still walking.
+                    k.atomic_no_ret(AtomicOp::Max, hb.buf, hb.at(g), order_key(s.lo));
+                }
             });
         }
     }
@@ -277,6 +332,7 @@ mod tests {
             ctas_per_sm: 1,
             finish_threads: threads,
             finish_capacity: threads,
+            share_bound: false,
         };
         let chunk = (threads * tokens) as usize;
         let n = chunk * chunks.len();
@@ -285,7 +341,7 @@ mod tests {
         let bufs = CandidateBufs::declare_bounded(&mut k);
         let seg_index = |_: &mut KernelBuilder, _: u32| i64c(0);
         let split_len = k.let_("split_len", i64c(n as i64));
-        let stream = WarpStream::new(&mut k, &spec, &tile, bufs, &seg_index, split_len);
+        let stream = WarpStream::new(&mut k, &spec, &tile, bufs, &seg_index, split_len, None);
         let tid = k.let_("tid", k.thread_idx());
         let owner = k.let_("owner", boolc(true));
         for c in 0..chunks.len() {

@@ -101,3 +101,53 @@ fn certified_two_lanes_a_token() {
         );
     }
 }
+
+/// A head's splits share their threshold bounds through `head_bound`, which a workspace may
+/// hold anything in between steps: `certified_init` resets it. A step run after one that left
+/// every head's bound at +10³⁰ (which would rule every token out) is still exact; without the
+/// reset it is not.
+#[test]
+fn certified_init_resets_stale_head_bounds() {
+    use entkv_dsl::interp::HostBuffer;
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let check = CertifiedCheck {
+        case: PagedCase {
+            spec,
+            kv_heads: 2,
+            seq_lens: vec![2000, 700],
+            seed: 21,
+            data: KeyData::Normal,
+            spare_pages: 2,
+        },
+        tile: DenseTile {
+            share_bound: true,
+            ..small_tile(&spec, 1, 2)
+        },
+        sm_count: 1,
+        pruned: false,
+    };
+    let stale = |mut p: entkv_kernels::program::Program| {
+        let n = p.get("head_bound").len();
+        p.buffer("head_bound", HostBuffer::I32(vec![1e30f32.to_bits() as i32; n]));
+        p
+    };
+    let mut p = stale(check.program().unwrap());
+    assert!(
+        p.calls
+            .iter()
+            .filter(|c| c.kernel.name.starts_with("certified_init"))
+            .count()
+            >= 1
+    );
+    p.run_interp().unwrap();
+    let o = check.verify(&p);
+    assert!(o.passed, "with the reset: {}", o.detail);
+
+    let mut p = stale(check.program().unwrap());
+    p.calls.retain(|c| !c.kernel.name.starts_with("certified_init"));
+    p.run_interp().unwrap();
+    assert!(
+        !check.verify(&p).passed,
+        "without the reset the stale bound must break the output"
+    );
+}

@@ -28,9 +28,20 @@ fn specs() -> Vec<PagedSpec> {
     // there): ALiBi at d = 64, and GQA 2 at d = 128.
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 1, DType::BF16).unwrap(), 32, true, 8).unwrap());
     v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 2, DType::F16).unwrap(), 16, false, 4).unwrap());
-    // BENCH.md's `gqa` and `wide` specs (wide at its wide-row default tiles).
-    v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, false, 8).unwrap());
-    v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 8).unwrap());
+    // BENCH.md's `gqa` and `wide` specs (wide at its wide-row default tiles), at both sketch
+    // widths (4 bits is the default).
+    for bits in [8, 4] {
+        v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, false, bits).unwrap());
+        v.push(
+            PagedSpec::new(
+                DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(),
+                32,
+                false,
+                bits,
+            )
+            .unwrap(),
+        );
+    }
     v
 }
 
@@ -65,6 +76,52 @@ fn every_module_assembles_without_spills() {
             .map(|w| {
                 let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(2).copied().collect();
                 s.spawn(move || check_specs(&mine, check_ptxas))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    assert_no_spills(failures);
+}
+
+/// The certified family with head-bound sharing flipped from its default tile (the tuner times
+/// both) assembles without spills on every 4-bit spec above with GQA ≤ 4 (sharing refuses
+/// larger groups: at GQA 8 the rest walk spilled), and GQA 2 with ALiBi, GQA 3 and 4.
+#[test]
+fn certified_with_shared_head_bounds_assembles_without_spills() {
+    use entkv_abi::{DenseTile, KernelFamily, TileConfig};
+    use entkv_kernels::{family_kernels, KernelModule};
+    let check_ptxas = ptxas_available();
+    let mut specs: Vec<PagedSpec> = specs().into_iter().filter(|s| s.sketch_token_grid()).collect();
+    specs.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, true, 4).unwrap());
+    specs.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 3, DType::F16).unwrap(), 16, true, 4).unwrap());
+    specs.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 4, DType::BF16).unwrap(), 32, false, 4).unwrap());
+    specs.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 4, DType::BF16).unwrap(), 16, false, 4).unwrap());
+    // α only changes constants: one α is enough.
+    specs.retain(|s| s.decode.alpha.value() == 1.5 && s.decode.group <= entkv_abi::MAX_SHARE_BOUND_GROUP);
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(2).copied().collect();
+                s.spawn(move || {
+                    let mut failures = Vec::new();
+                    for spec in &mine {
+                        let def = DenseTile::default_certified(spec);
+                        let tile = TileConfig::Dense(DenseTile {
+                            share_bound: !def.share_bound,
+                            ..def
+                        });
+                        let kernels = family_kernels(KernelFamily::DecodeCertified, spec, &tile).unwrap();
+                        let module = KernelModule {
+                            name: "decode_certified",
+                            kernels,
+                        };
+                        failures.extend(assemble_module(&module, check_ptxas));
+                    }
+                    failures
+                })
             })
             .collect();
         workers

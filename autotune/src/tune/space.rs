@@ -168,7 +168,15 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
         (_, TileConfig::Dense(def)) => {
             let mut v = dense_grid(&def, d, g);
             if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
-                v.extend(small_cta_points(&def));
+                let small = small_cta_points(&def);
+                // Head-bound sharing flipped on the default and the small-CTA points: it pays
+                // where a head's splits are many and short (the plan decides that per length).
+                let flipped: Vec<DenseTile> = std::iter::once(def)
+                    .chain(small.iter().copied())
+                    .map(flip_share)
+                    .collect();
+                v.extend(small);
+                v.extend(flipped);
             }
             v.into_iter().map(TileConfig::Dense).collect()
         }
@@ -223,6 +231,14 @@ fn small_cta_points(def: &DenseTile) -> Vec<DenseTile> {
             ..*def
         })
         .collect()
+}
+
+/// `t` with the other choice of head-bound sharing.
+fn flip_share(t: DenseTile) -> DenseTile {
+    DenseTile {
+        share_bound: !t.share_bound,
+        ..t
+    }
 }
 
 /// Tokens a lane group the dense grids try: at least one, and at most 64 scores a lane
@@ -281,6 +297,10 @@ pub fn refinements(
     };
     let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group);
     let mut points = dense_secondaries(&best);
+    if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
+        // First, so the refinement cap never drops it.
+        points.insert(0, flip_share(best));
+    }
     let mut seen = vec![primaries(&best)];
     for t in &ranked[1..] {
         let TileConfig::Dense(t) = t else { continue };
@@ -418,6 +438,44 @@ mod tests {
         let mut ranked = topk.valid.clone();
         ranked.rotate_left(1);
         assert!(refinements(KernelFamily::SelectTopk, &s, &limits, &ranked, &[]).is_empty());
+    }
+
+    /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped on its
+    /// default and small-CTA points, and refined with the best's flipped first; no other
+    /// family gets it, and GQA 8 counts the flipped points invalid (registers).
+    #[test]
+    fn shared_head_bounds_are_tried_for_the_certified_pass_only() {
+        let limits = DeviceLimits::default();
+        let bits4 =
+            |g: u32| PagedSpec::new(DecodeSpec::new(1.5, 32, g, DType::F16).unwrap(), 16, false, 4).unwrap();
+        let shares = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.share_bound);
+        let s = bits4(1);
+        let f = KernelFamily::DecodeCertified;
+        let space = family_space(f, &s, &limits).unwrap();
+        let TileConfig::Dense(def) = space.default_tile() else {
+            panic!("a dense tile")
+        };
+        assert!(!def.share_bound);
+        assert!(space.valid.contains(&TileConfig::Dense(flip_share(def))));
+        assert_eq!(space.valid.iter().filter(|t| shares(t)).count(), 4);
+        let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
+        let TileConfig::Dense(best) = ranked[0] else {
+            panic!("a dense tile")
+        };
+        let r = refinements(f, &s, &limits, &ranked, &[]);
+        assert_eq!(r[0], TileConfig::Dense(flip_share(best)));
+        for other in [KernelFamily::DecodeDense, KernelFamily::DecodeSparse] {
+            let sp = family_space(other, &s, &limits).unwrap();
+            assert!(!sp.valid.iter().any(shares), "{other}");
+        }
+        assert!(!family_space(f, &spec(32, 1, 16, false), &limits)
+            .unwrap()
+            .valid
+            .iter()
+            .any(shares));
+        let g8 = family_space(f, &bits4(8), &limits).unwrap();
+        assert!(!g8.valid.iter().any(shares));
+        assert!(g8.invalid.iter().any(|(t, why)| shares(t) && why.contains("GQA")));
     }
 
     #[test]
