@@ -27,8 +27,9 @@ pub use writer::{BundleMeta, BundleWriter};
 /// The manifest schema this crate writes. Bumped on every change an older reader would misread
 /// or refuse; readers refuse versions outside [`OLDEST_SCHEMA_VERSION`]..=`SCHEMA_VERSION`
 /// ([`BundleError::Schema`]). Version 2 added the rows' optional `selector`; version 3 changed
-/// what 4-bit specs mean ([`TOKEN_GRID_SCHEMA_VERSION`]).
-pub const SCHEMA_VERSION: u32 = 3;
+/// what 4-bit specs mean ([`TOKEN_GRID_SCHEMA_VERSION`]); version 4 added the certified tiles'
+/// optional `share_bound` ([`SHARED_BOUND_SCHEMA_VERSION`]).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The oldest schema this crate reads: a version-1 manifest is a version-2 manifest without
 /// per-selector rows, read and re-serialized unchanged.
@@ -42,6 +43,12 @@ pub const SELECTOR_SCHEMA_VERSION: u32 = 2;
 /// Older bundles with a 4-bit spec hold kernels for the per-page grid, which read today's
 /// sketch wrongly: they are refused ([`BundleError::StaleSketch`]); their 8-bit specs still load.
 pub const TOKEN_GRID_SCHEMA_VERSION: u32 = 3;
+
+/// The first schema whose dense tiles may carry `share_bound` (`entkv_abi::DenseTile`): the
+/// certified pass's splits share head bounds and the step launches `certified_init` first. An
+/// older reader drops the field, so its digest fails; a manifest that claims an older schema
+/// and carries it is refused.
+pub const SHARED_BOUND_SCHEMA_VERSION: u32 = 4;
 
 /// The manifest's file name inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";

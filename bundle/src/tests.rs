@@ -1,6 +1,6 @@
 use super::*;
 use crate::verify::ptx_declares_entry;
-use entkv_abi::{DType, DecodeSpec, Selector};
+use entkv_abi::{DType, DecodeSpec, DenseTile, Selector};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn spec_g(group: u32) -> PagedSpec {
@@ -261,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 4);
+            edit_manifest(&t.0, |m| m.schema_version = 5);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(4);
+            v["manifest"]["schema_version"] = serde_json::json!(5);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -272,14 +272,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 4,
-                    supported: 3
+                    found: 5,
+                    supported: 4
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 4") && e.to_string().contains("versions 1–3"),
+            e.to_string().contains("schema version 5") && e.to_string().contains("versions 1–4"),
             "{e}"
         );
     }
@@ -294,7 +294,7 @@ fn other_schema_versions_are_refused() {
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
             found: 7,
-            supported: 3
+            supported: 4
         }
     ));
     // Version 1 (before per-selector rows) still reads, unless a row names a selector.
@@ -312,6 +312,62 @@ fn other_schema_versions_are_refused() {
     edit_manifest(&t.0, |m| m.schema_version = 1);
     let e = Bundle::open(&t.0).unwrap_err();
     assert!(e.to_string().contains("a selector needs schema version 2"), "{e}");
+}
+
+/// Schema 4 added `share_bound` to dense tiles: a schema-3 manifest without it still reads;
+/// one that claims schema 3 and carries it is refused by name.
+#[test]
+fn shared_head_bounds_need_schema_4() {
+    let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let f = KernelFamily::DecodeCertified;
+    let build = |share: bool| {
+        let mut w = BundleWriter::new(meta());
+        w.add_spec(s4);
+        for fam in KernelFamily::ALL {
+            let entries = fam.default_tile(&s4).entries(fam, &s4).unwrap();
+            w.add_module(&module_name(fam, &s4), fake_ptx(&entries), entries)
+                .unwrap();
+            w.add_row(default_row(fam, &s4));
+        }
+        if share {
+            let TileConfig::Dense(t) = f.default_tile(&s4) else {
+                unreachable!()
+            };
+            let tile = TileConfig::Dense(DenseTile {
+                share_bound: true,
+                ..t
+            });
+            let entries = tile.entries(f, &s4).unwrap();
+            let module = format!("{}__{}__{}.ptx", f.name(), s4.sketch_tag(), tile.tag());
+            w.add_module(&module, fake_ptx(&entries), entries.clone())
+                .unwrap();
+            w.add_row(TableRow {
+                tile,
+                module,
+                entries,
+                ..tuned_row(f, &s4, 1, 1 << 20, 1.0)
+            });
+        }
+        w.finish().unwrap()
+    };
+    let t = TempDir::new("v3-plain");
+    build(false).write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| m.schema_version = 3);
+    assert_eq!(Bundle::open(&t.0).unwrap().manifest().schema_version, 3);
+    let t = TempDir::new("v4-shared");
+    build(true).write_dir(&t.0).unwrap();
+    let b = Bundle::open(&t.0).unwrap();
+    assert!(b
+        .manifest()
+        .table
+        .iter()
+        .any(|r| r.entries.iter().any(|e| e.starts_with("certified_init"))));
+    edit_manifest(&t.0, |m| m.schema_version = 3);
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(
+        e.to_string().contains("share_bound needs schema version 4"),
+        "{e}"
+    );
 }
 
 /// Before schema 3 a 4-bit spec meant the per-page sketch grid: such a bundle is refused with

@@ -455,14 +455,14 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         };
         // The default tile, then small tiles on a small assumed GPU (several chunks and splits;
         // on the pruned path chunks span several selected, non-adjacent pages); over a
-        // per-token grid also the small tile with the other choice of head-bound sharing, so
-        // both are checked with many splits of a head.
+        // per-token grid also the small tile with the other choice of head-bound sharing (where
+        // the group allows it), so both are checked with many splits of a head.
         let mut tiles = vec![(tile, 132), (small, 1)];
-        if case.spec.sketch_token_grid() {
-            let other = DenseTile {
-                share_bound: !small.share_bound,
-                ..small
-            };
+        let other = DenseTile {
+            share_bound: !small.share_bound,
+            ..small
+        };
+        if case.spec.sketch_token_grid() && other.check_share_bound(true, &case.spec).is_ok() {
             tiles.push((other, 1));
         }
         for (tile, sm_count) in tiles {

@@ -3,7 +3,8 @@
 //! on small host-data cases (iid and peaked keys, float64 reference) and at the bucket's shape
 //! (against the default config's output, itself checked against the reference on sampled
 //! heads) — and timed with CUDA events, interleaved with its rivals, on a cache rotated
-//! through more than the L2 size.
+//! through more than the L2 size. The certified family is also verified and timed in the
+//! page-pruned step on page-coherent keys of the bucket's shape ([`runs_for`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use super::{Candidate, DataKind, DeviceKey, EvalError, MeasureBackend, Prepared,
 use crate::device::Kernels;
 use crate::engine_bench::{rotation_copies, EngineCache, HostCase, Session};
 use crate::jit_pool::{JitPool, WarmReport};
+use crate::paper::DeviceKeys;
 
 /// Heads of the bucket-shape cache checked against the float64 reference (the default config).
 const REFERENCE_SAMPLES: usize = 3;
@@ -75,7 +77,27 @@ struct BucketState {
     workload: Workload,
     spec_tag: String,
     caches: Vec<EngineCache>,
+    /// The same shape on page-coherent keys, made the first time a run needs it ([`Run`]).
+    peaked: Option<EngineCache>,
     default_out: HashMap<String, DenseOutputs>,
+}
+
+impl BucketState {
+    /// The cache `run` is timed or verified on: copy `copy` of the iid caches, or the one
+    /// page-coherent cache.
+    fn cache(&self, keys: DeviceKeys, copy: usize) -> &EngineCache {
+        match keys {
+            DeviceKeys::Normal => &self.caches[copy],
+            DeviceKeys::Peaked => self.peaked.as_ref().expect("peaked cache made first"),
+        }
+    }
+
+    fn cache_mut(&mut self, keys: DeviceKeys, copy: usize) -> &mut EngineCache {
+        match keys {
+            DeviceKeys::Normal => &mut self.caches[copy],
+            DeviceKeys::Peaked => self.peaked.as_mut().expect("peaked cache made first"),
+        }
+    }
 }
 
 /// Measures candidates on the first GPU.
@@ -310,9 +332,35 @@ impl GpuBackend {
             workload: *w,
             spec_tag: tag,
             caches,
+            peaked: None,
             default_out: HashMap::new(),
         });
         self.add_phase("bucket caches", started);
+        Ok(())
+    }
+
+    /// Make the current bucket's cache of `keys` (the iid copies exist once it is entered; the
+    /// page-coherent one is generated on the device the first time a run asks for it).
+    fn make_cache(&mut self, spec: &PagedSpec, w: &Workload, keys: DeviceKeys) -> Result<(), EvalError> {
+        self.enter_bucket(spec, w)?;
+        if keys == DeviceKeys::Normal || self.bucket.as_ref().expect("entered").peaked.is_some() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut kernels = Kernels::new(&self.gpu);
+        let cache = EngineCache::with_keys(
+            &self.gpu,
+            &mut kernels,
+            *spec,
+            w.batch,
+            w.kv_heads,
+            w.context,
+            7,
+            DeviceKeys::Peaked,
+        )
+        .map_err(|e| EvalError::LaunchError(format!("{e:#}")))?;
+        self.bucket.as_mut().expect("entered").peaked = Some(cache);
+        self.add_phase("bucket caches (peaked)", started);
         Ok(())
     }
 
@@ -331,7 +379,10 @@ impl GpuBackend {
                 spare_pages: 8,
             };
             let mut hc = HostCase::new(&self.gpu, case).map_err(launch)?;
-            for method in methods_for(c.family, None, hc.x.shape.max_pages) {
+            let methods = runs_for(c.family, None, hc.x.shape.max_pages)
+                .into_iter()
+                .map(|r| r.method);
+            for method in methods {
                 let dec = self.decoder(c, &hc.problem(method))?;
                 let check = hc.check(&self.gpu, &dec).map_err(launch)?;
                 if !check.passed {
@@ -377,20 +428,16 @@ impl GpuBackend {
             .paper
             .shape
             .max_pages;
-        for method in methods_for(c.family, w.selector, max_pages) {
-            self.verify_method_at_bucket(c, w, method)?;
+        for run in runs_for(c.family, w.selector, max_pages) {
+            self.verify_method_at_bucket(c, w, run)?;
         }
         Ok(())
     }
 
-    fn verify_method_at_bucket(
-        &mut self,
-        c: &Candidate,
-        w: &Workload,
-        method: Method,
-    ) -> Result<(), EvalError> {
+    fn verify_method_at_bucket(&mut self, c: &Candidate, w: &Workload, run: Run) -> Result<(), EvalError> {
         let launch = |e: anyhow::Error| EvalError::LaunchError(format!("{e:#}"));
-        let key = format!("{method:?}");
+        self.make_cache(&c.spec, w, run.keys)?;
+        let key = format!("{run:?}");
         let d = c.spec.decode.head_dim as usize;
         if !self
             .bucket
@@ -404,9 +451,9 @@ impl GpuBackend {
                 ..*c
             };
             let t = Instant::now();
-            let s = self.session(&default, 0, method)?;
+            let s = self.session(&default, 0, run)?;
             let gpu = self.gpu.clone();
-            let cache = &mut self.bucket.as_mut().expect("entered").caches[0];
+            let cache = self.bucket.as_mut().expect("entered").cache_mut(run.keys, 0);
             let check = cache.check(&gpu, &s, REFERENCE_SAMPLES).map_err(launch)?;
             if !check.passed {
                 return Err(EvalError::WrongResult(format!(
@@ -423,12 +470,15 @@ impl GpuBackend {
             self.add_phase("(in verify, bucket shape) defaults against the reference", t);
         }
         let t = Instant::now();
-        let s = self.session(c, 0, method)?;
+        let s = self.session(c, 0, run)?;
         self.add_phase("(in verify, bucket shape) sessions", t);
         let t = Instant::now();
         let gpu = self.gpu.clone();
         let bucket = self.bucket.as_mut().expect("entered");
-        let got = bucket.caches[0].run_outputs(&gpu, &s).map_err(launch)?;
+        let got = bucket
+            .cache_mut(run.keys, 0)
+            .run_outputs(&gpu, &s)
+            .map_err(launch)?;
         let (rel, tau) = agreement(&got, &bucket.default_out[&key], d);
         let agrees = rel <= AGREE_REL && tau <= 1e-4 && got.support.iter().all(|&s| s > 0);
         self.add_phase("(in verify, bucket shape) runs and read-backs", t);
@@ -438,7 +488,8 @@ impl GpuBackend {
         // Different from the default (e.g. another selection after a tie): the reference decides.
         let t = Instant::now();
         let bucket = self.bucket.as_mut().expect("entered");
-        let check = bucket.caches[0]
+        let check = bucket
+            .cache_mut(run.keys, 0)
             .check(&gpu, &s, REFERENCE_SAMPLES)
             .map_err(launch)?;
         self.add_phase(
@@ -485,18 +536,19 @@ impl GpuBackend {
             let mut per_copy = Vec::new();
             for copy in 0..copies {
                 let mut per_method = Vec::new();
-                for method in methods_for(c.family, w.selector, max_pages) {
-                    let s = self.session(c, copy, method)?;
-                    let cache = &self.bucket.as_ref().expect("entered").caches[copy];
+                for run in runs_for(c.family, w.selector, max_pages) {
+                    self.make_cache(&c.spec, w, run.keys)?;
+                    let s = self.session(c, copy, run)?;
+                    let cache = self.bucket.as_ref().expect("entered").cache(run.keys, copy);
                     cache.run(&gpu, &s).map_err(launch)?;
                     let calls = cache.family_calls(&s, c.family).map_err(launch)?;
-                    per_method.push((s, calls));
+                    per_method.push((run.keys, s, calls));
                 }
                 per_copy.push(per_method);
             }
             sessions.push(per_copy);
         }
-        let caches = &self.bucket.as_ref().expect("entered").caches;
+        let bucket = self.bucket.as_ref().expect("entered");
         let mut timer = GpuTimer::new(&gpu).map_err(|e| EvalError::LaunchError(e.to_string()))?;
         let mut out = vec![Vec::with_capacity(reps as usize); cs.len()];
         let n = cs.len();
@@ -504,8 +556,9 @@ impl GpuBackend {
             for (i, per_copy) in sessions.iter().enumerate() {
                 let copy = (r * n + i) % copies;
                 let mut ms = 0.0;
-                for (s, calls) in &per_copy[copy] {
-                    ms += caches[copy]
+                for (keys, s, calls) in &per_copy[copy] {
+                    ms += bucket
+                        .cache(*keys, copy)
                         .time_calls(&gpu, s, calls, &mut timer)
                         .map_err(launch)?;
                 }
@@ -516,39 +569,68 @@ impl GpuBackend {
         }
         Ok(out)
     }
-    fn session(&mut self, c: &Candidate, copy: usize, method: Method) -> Result<Session, EvalError> {
-        let problem = self.bucket.as_ref().expect("bucket entered").caches[copy].problem(method);
+    fn session(&mut self, c: &Candidate, copy: usize, run: Run) -> Result<Session, EvalError> {
+        let problem = self
+            .bucket
+            .as_ref()
+            .expect("bucket entered")
+            .cache(run.keys, copy)
+            .problem(run.method);
         let dec = self.decoder(c, &problem)?;
         let gpu = self.gpu.clone();
         let bucket = self.bucket.as_mut().expect("bucket entered");
-        bucket.caches[copy]
+        bucket
+            .cache_mut(run.keys, copy)
             .session(&gpu, dec)
             .map_err(|e| EvalError::LaunchError(format!("{e:#}")))
     }
 }
 
 /// A step's session and the launches of the family timed in it.
-type TimedSession = (Session, Vec<BoundCall>);
+type TimedSession = (DeviceKeys, Session, Vec<BoundCall>);
 
-/// The methods whose steps exercise `family` fed by `selector` (top-k keeps a quarter of the pages,
+/// One step a family is verified and timed in: a method on the keys it is for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Run {
+    method: Method,
+    keys: DeviceKeys,
+}
+
+/// The steps that exercise `family` fed by `selector` (top-k keeps a quarter of the pages,
 /// BENCH.md). A family is verified in each and timed by the sum of its launches over them. The
 /// sparse decode is searched once per selector, in that selector's step alone:
 /// timed on top-k's selection only, a tile was once chosen 1.7% faster there and ran Gaussian's
 /// 32k step 9% slower; timed on both, `gqa` top-k at 128k lost 7% (results/2026-11-30-refine,
 /// results/2026-11-30-jit-pool). Without a selector (the host cases' checks) it runs in both.
-fn methods_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) -> Vec<Method> {
+/// The certified family also runs the page-pruned step on page-coherent keys (BENCH.md
+/// `peaked`, what pruning is for): timed on iid keys alone, where pruning keeps every page, a
+/// tile of one-warp CTAs won at `paper` 1M by 3% and ran the pruned `peaked` step 40% slower
+/// (0.611 → 0.858 ms, results/2026-12-02-head-bound/1-checks-bench).
+fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) -> Vec<Run> {
     let topk = Method::TopK {
         budget_pages: (max_pages / 4).max(1),
     };
+    let iid = |method| Run {
+        method,
+        keys: DeviceKeys::Normal,
+    };
     match family {
-        KernelFamily::DecodeDense => vec![Method::Dense],
-        KernelFamily::PageScoreBox | KernelFamily::SelectTopk => vec![topk],
+        KernelFamily::DecodeDense => vec![iid(Method::Dense)],
+        KernelFamily::PageScoreBox | KernelFamily::SelectTopk => vec![iid(topk)],
         KernelFamily::DecodeSparse => [topk, Method::Gaussian]
             .into_iter()
             .filter(|m| selector.is_none_or(|s| m.selector() == Some(s)))
+            .map(iid)
             .collect(),
-        KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![Method::Gaussian],
-        KernelFamily::DecodeCertified | KernelFamily::PageMeta => vec![Method::Certified],
+        KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![iid(Method::Gaussian)],
+        KernelFamily::DecodeCertified => vec![
+            iid(Method::Certified),
+            Run {
+                method: Method::CertifiedPruned,
+                keys: DeviceKeys::Peaked,
+            },
+        ],
+        KernelFamily::PageMeta => vec![iid(Method::Certified)],
     }
 }
 
