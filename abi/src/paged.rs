@@ -35,6 +35,14 @@
 //!     consumer needs no per-page terms. `PagedSpec::sketch_code_at` / `sketch_range_at`
 //!     address them.
 //!
+//! - `meta_box`: `[num_pages, kv_heads, 2, head_dim/8]` u32 and `meta_box_range`:
+//!   `[num_pages, kv_heads, 2]` u32, the page box sketch: row 0 is `meta_bounds`' min row and
+//!   row 1 its max row, each coded like a 4-bit sketch token (codes on the row's own grid, the
+//!   range word its min and max over dimensions rounded outward to bf16; `crate::meta`). A
+//!   quarter of `meta_bounds`' bytes at f16 (32 B of codes a (page, head) at d = 32, and two
+//!   range words that neighbouring heads share a DRAM sector with), so the rigorous page bounds of
+//!   certified pruning (`page_bounds`) read it instead, widened by the code's error bound.
+//!
 //! Metadata is defined for *full* pages. The last page of a sequence is never scored: every
 //! selector attends it in full, so its (possibly partial, possibly stale) metadata is never read.
 //!
@@ -118,6 +126,10 @@ impl PagedSpec {
     pub fn sketch_block_words(&self) -> u32 {
         self.page_size * (self.sketch_words() + u32::from(self.sketch_token_grid()))
     }
+    /// u32 words of one row of the page box sketch (`meta_box`): `head_dim` 4-bit codes.
+    pub fn box_row_words(&self) -> u32 {
+        self.decode.head_dim * crate::meta::BOX_SKETCH_BITS / 32
+    }
     /// Bytes of sketch a token: its codes, and its range word on a per-token grid.
     pub fn sketch_bytes_per_token(&self) -> u32 {
         4 * self.sketch_block_words() / self.page_size
@@ -157,6 +169,14 @@ impl PagedShape {
     /// Elements of `meta_bounds` (and `meta_moments`).
     pub fn meta_elems(&self, spec: &PagedSpec) -> u64 {
         self.num_pages as u64 * self.kv_heads as u64 * 2 * spec.decode.head_dim as u64
+    }
+    /// u32 words of `meta_box` (two 4-bit code rows a (page, KV head)).
+    pub fn box_words(&self, spec: &PagedSpec) -> u64 {
+        self.num_pages as u64 * self.kv_heads as u64 * 2 * spec.box_row_words() as u64
+    }
+    /// u32 words of `meta_box_range` (two range words a (page, KV head)).
+    pub fn box_range_words(&self) -> u64 {
+        self.num_pages as u64 * self.kv_heads as u64 * 2
     }
     /// u32 words of `sketch`.
     pub fn sketch_words(&self, spec: &PagedSpec) -> u64 {

@@ -412,6 +412,8 @@ fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {
         BufferSpec::new("meta_bounds", kv, shape.meta_elems(spec)),
         BufferSpec::new("meta_moments", kv, shape.meta_elems(spec)),
         BufferSpec::new("sketch", Elem::U32, shape.sketch_words(spec)),
+        BufferSpec::new("meta_box", Elem::U32, shape.box_words(spec)),
+        BufferSpec::new("meta_box_range", Elem::U32, shape.box_range_words()),
     ]
 }
 
@@ -434,6 +436,8 @@ pub fn meta_build_calls(
                 buf("meta_bounds"),
                 buf("meta_moments"),
                 buf("sketch"),
+                buf("meta_box"),
+                buf("meta_box_range"),
                 ArgRef::I32(pages as i32),
             ],
         });
@@ -461,6 +465,8 @@ pub fn meta_update_calls(
                 buf("meta_bounds"),
                 buf("meta_moments"),
                 buf("sketch"),
+                buf("meta_box"),
+                buf("meta_box_range"),
                 ArgRef::I32(shape.max_pages as i32),
             ],
         }],
@@ -468,10 +474,12 @@ pub fn meta_update_calls(
     })
 }
 
-/// The leading arguments of a pass over every page's metadata `meta`: `q`, `meta`,
+/// The leading arguments of a pass over every page's metadata `meta`: `q`, `meta…`,
 /// `block_table`, `seq_lens` (and `alibi_slopes` with ALiBi).
-fn page_pass_args(spec: &PagedSpec, meta: &str) -> Vec<ArgRef> {
-    let mut a = vec![buf("q"), buf(meta), buf("block_table"), buf("seq_lens")];
+fn page_pass_args(spec: &PagedSpec, meta: &[&str]) -> Vec<ArgRef> {
+    let mut a = vec![buf("q")];
+    a.extend(meta.iter().map(|m| buf(m)));
+    a.extend([buf("block_table"), buf("seq_lens")]);
     if spec.alibi {
         a.push(buf("alibi_slopes"));
     }
@@ -496,7 +504,7 @@ pub fn topk_select_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = page_pass_args(spec, "meta_bounds");
+    let mut a1 = page_pass_args(spec, &["meta_bounds"]);
     a1.extend([buf("page_scores"), ArgRef::I32(shape.max_pages as i32)]);
     let mut buffers = vec![BufferSpec::new(
         "page_scores",
@@ -544,7 +552,7 @@ pub fn certified_prune_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = page_pass_args(spec, "meta_bounds");
+    let mut a1 = page_pass_args(spec, &["meta_box", "meta_box_range"]);
     a1.extend([
         buf("page_ub"),
         buf("page_lb_max"),
@@ -691,7 +699,7 @@ pub fn gaussian_select_calls(
     let ws = gaussian_workspace(spec, mtile, shape);
     let (tau, select) = gauss_entry_names(spec, gtile);
     let mp = shape.max_pages as i32;
-    let mut margs = page_pass_args(spec, "meta_moments");
+    let mut margs = page_pass_args(spec, &["meta_moments"]);
     margs.extend([
         buf("page_mu"),
         buf("page_sigma"),
