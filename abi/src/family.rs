@@ -72,16 +72,19 @@ impl KernelFamily {
     pub fn selectors(self) -> &'static [Selector] {
         match self {
             KernelFamily::DecodeSparse => &[Selector::Topk, Selector::Gaussian],
+            KernelFamily::DecodeCertified => &[Selector::Pruned],
             _ => &[],
         }
     }
 
-    /// The selector keys of this family's tuned rows: one per selector it reads, or `[None]`
-    /// for a family that reads no selection.
+    /// The selector keys of this family's tuned rows: one per selector it reads, and `None` for
+    /// a family that also (or only) runs without a selection (the certified full walk).
     pub fn selector_keys(self) -> Vec<Option<Selector>> {
-        match self.selectors() {
-            [] => vec![None],
-            s => s.iter().copied().map(Some).collect(),
+        let reads: Vec<Option<Selector>> = self.selectors().iter().copied().map(Some).collect();
+        if reads.is_empty() || self == KernelFamily::DecodeCertified {
+            std::iter::once(None).chain(reads).collect()
+        } else {
+            reads
         }
     }
 
@@ -119,7 +122,10 @@ impl fmt::Display for KernelFamily {
 /// on `paper` keys top-k keeps a quarter of the pages, the Gaussian selector 86% at 32k and 14%
 /// at 1M, and one `decode_sparse` tile for both made one of them slower (results/2026-11-30-refine,
 /// results/2026-11-30-jit-pool). So a family that reads a selection is tuned, and its bundle
-/// rows may be kept, per selector.
+/// rows may be kept, per selector. The certified decode runs both over every page (no
+/// selector) and over the pages certified pruning keeps ([`Selector::Pruned`]): on page-coherent
+/// keys a handful of pages, walked best by large CTAs, while the full walk on iid keys won with
+/// one-warp CTAs, which ran the pruned `peaked` step 40% slower (results/2026-12-02-head-bound).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Selector {
@@ -127,6 +133,8 @@ pub enum Selector {
     Topk,
     /// `select_gaussian`: the pages the Gaussian model's threshold keeps.
     Gaussian,
+    /// `prune_mark`/`select_pruned`: the pages certified page pruning keeps.
+    Pruned,
 }
 
 impl Selector {
@@ -135,6 +143,7 @@ impl Selector {
         match self {
             Selector::Topk => "topk",
             Selector::Gaussian => "gaussian",
+            Selector::Pruned => "pruned",
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Page metadata (`page_meta`): the kernels that keep `meta_bounds`, `meta_moments`, `sketch`
-//! and the page box sketch `meta_box`/`meta_box_range` (layouts in `crate::paged`) for the full
+//! and the page box sketch `meta_box` (layouts in `crate::paged`) for the full
 //! pages of the cache, and the exact definition of the quantized key sketch that every consumer
 //! decodes.
 //!
@@ -15,8 +15,9 @@
 //! bytes, reduced in registers, shuffles and (for more than one warp) shared memory, and the
 //! sketch is quantized from the same registers. Per (page, head) it reads `P·d·s` bytes of K
 //! (`s` = K dtype size) and writes `4·d·s` bytes of metadata and `P·d·bits/8` of sketch codes
-//! (plus `4·P` of range words at 4 bits) and `d + 8` of page box sketch: at P = 16, d = 32, f16,
-//! 4 bits, 1024 B read and 616 B written ([`meta_bytes`]); the update
+//! (plus `4·P` of range words at 4 bits) and a 64-byte-aligned block of page box sketch (`d + 8`
+//! bytes of data): at P = 16, d = 32, f16, 4 bits, 1024 B read and 640 B written
+//! ([`meta_bytes`]); the update
 //! also reads 8 bytes per (sequence, head) (its length and block-table entry).
 //!
 //! ## Statistics (spec §2.3), per dimension `i` over the page's `P` keys
@@ -54,7 +55,7 @@
 //! decoder's `step` itself is off by up to 2⁻¹⁵⁰, i.e. `L·step` by up to `2⁻¹⁴²`. A constant
 //! dimension (`max = min`) has `step = 0`, code 0 and `k̂ = k` exactly.
 //!
-//! ## The page box sketch (`meta_box`, `meta_box_range`)
+//! ## The page box sketch (`meta_box`)
 //! Per (page, head) the `min_i` row and the `max_i` row above, each coded like one 4-bit sketch
 //! token on its own grid: the row's range word ([`pack_sketch_range`] of its min and max over
 //! dimensions), `step = (max − min)·c_4`, and nearest codes, so each value `b_i` of a row is
@@ -178,20 +179,19 @@ fn buf(name: &'static str, elem: Elem, writes: bool) -> ArgSpec {
     }
 }
 
-/// The five outputs, in the order both kernels take them.
-fn meta_outputs(spec: &PagedSpec) -> [ArgSpec; 5] {
+/// The four outputs, in the order both kernels take them.
+fn meta_outputs(spec: &PagedSpec) -> [ArgSpec; 4] {
     let kd = spec.decode.kv_dtype.into();
     [
         buf("meta_bounds", kd, true),
         buf("meta_moments", kd, true),
         buf("sketch", Elem::U32, true),
         buf("meta_box", Elem::U32, true),
-        buf("meta_box_range", Elem::U32, true),
     ]
 }
 
-/// `page_meta_build(k_pool, pages, meta_bounds, meta_moments, sketch, meta_box, meta_box_range,
-/// num_list)`: `pages[e]`
+/// `page_meta_build(k_pool, pages, meta_bounds, meta_moments, sketch, meta_box, num_list)`:
+/// `pages[e]`
 /// for `e < num_list` are the physical pages to build.
 pub fn meta_build_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     let mut v = vec![
@@ -207,7 +207,7 @@ pub fn meta_build_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
 }
 
 /// `page_meta_update(k_pool, block_table, seq_lens, meta_bounds, meta_moments, sketch,
-/// meta_box, meta_box_range, max_pages)`.
+/// meta_box, max_pages)`.
 pub fn meta_update_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     let mut v = vec![
         buf("k_pool", spec.decode.kv_dtype.into(), false),
@@ -295,7 +295,7 @@ pub fn completed_pages(
 pub fn meta_bytes(spec: &PagedSpec) -> (u64, u64) {
     let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
     let s = spec.decode.kv_dtype.size_bytes() as u64;
-    let box_bytes = 4 * (2 * spec.box_row_words() as u64 + 2);
+    let box_bytes = 4 * spec.box_block_words() as u64;
     (
         p * d * s,
         4 * d * s + 4 * spec.sketch_block_words() as u64 + box_bytes,
@@ -388,7 +388,7 @@ mod tests {
         let (b, u) = meta_entry_names(&s, &t);
         assert_eq!(b, "page_meta_build__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
         assert_eq!(u, "page_meta_update__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
-        assert_eq!(meta_bytes(&s), (1024, 576 + 40));
+        assert_eq!(meta_bytes(&s), (1024, 576 + 64));
     }
 
     #[test]
@@ -423,7 +423,6 @@ mod tests {
                 "meta_moments",
                 "sketch",
                 "meta_box",
-                "meta_box_range",
                 "num_list"
             ]
         );
@@ -435,8 +434,8 @@ mod tests {
             }
         );
         let u = meta_update_signature(&s);
-        assert_eq!(u.len(), 9);
-        assert_eq!(u[8].kind, ArgKind::I32);
+        assert_eq!(u.len(), 8);
+        assert_eq!(u[7].kind, ArgKind::I32);
         let shape = PagedShape {
             batch: 3,
             kv_heads: 4,

@@ -413,7 +413,6 @@ fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {
         BufferSpec::new("meta_moments", kv, shape.meta_elems(spec)),
         BufferSpec::new("sketch", Elem::U32, shape.sketch_words(spec)),
         BufferSpec::new("meta_box", Elem::U32, shape.box_words(spec)),
-        BufferSpec::new("meta_box_range", Elem::U32, shape.box_range_words()),
     ]
 }
 
@@ -437,7 +436,6 @@ pub fn meta_build_calls(
                 buf("meta_moments"),
                 buf("sketch"),
                 buf("meta_box"),
-                buf("meta_box_range"),
                 ArgRef::I32(pages as i32),
             ],
         });
@@ -466,7 +464,6 @@ pub fn meta_update_calls(
                 buf("meta_moments"),
                 buf("sketch"),
                 buf("meta_box"),
-                buf("meta_box_range"),
                 ArgRef::I32(shape.max_pages as i32),
             ],
         }],
@@ -552,7 +549,7 @@ pub fn certified_prune_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = page_pass_args(spec, &["meta_box", "meta_box_range"]);
+    let mut a1 = page_pass_args(spec, &["meta_box"]);
     a1.extend([
         buf("page_ub"),
         buf("page_lb_max"),

@@ -847,11 +847,15 @@ fn code_generation_is_batched_across_families() {
         &mut RecordStore::in_memory(),
     )
     .unwrap();
-    // The sparse decode is searched per selector, over one space: its candidates count once.
+    // The sparse decode is searched per selector, and the certified decode with and without
+    // pruning, each over one space: its candidates count once.
     let valid: usize = out
         .results
         .iter()
-        .filter(|r| r.bucket.context == 32 << 10 && r.workload.selector != Some(Selector::Gaussian))
+        .filter(|r| {
+            r.bucket.context == 32 << 10
+                && !matches!(r.workload.selector, Some(Selector::Gaussian | Selector::Pruned))
+        })
         .map(|r| r.space_valid)
         .sum();
     let mut calls = b.prefetches.iter();

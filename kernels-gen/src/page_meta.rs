@@ -42,8 +42,7 @@ struct MetaOut {
     bounds: Buf,
     moments: Buf,
     sketch: Buf,
-    box_codes: Buf,
-    box_range: Buf,
+    box_sketch: Buf,
 }
 
 impl MetaOut {
@@ -53,8 +52,7 @@ impl MetaOut {
             bounds: k.buffer("meta_bounds", kd, Access::Write),
             moments: k.buffer("meta_moments", kd, Access::Write),
             sketch: k.buffer("sketch", Scalar::U32, Access::Write),
-            box_codes: k.buffer("meta_box", Scalar::U32, Access::Write),
-            box_range: k.buffer("meta_box_range", Scalar::U32, Access::Write),
+            box_sketch: k.buffer("meta_box", Scalar::U32, Access::Write),
         }
     }
 }
@@ -416,14 +414,13 @@ fn emit_page_head(
     // The page box sketch: the min and the max row, each on its own 4-bit grid (a sketch
     // token's), from the lanes of key row 0 (`entkv_abi::meta`).
     let box_words = spec.box_row_words() as i64;
-    let box_block = k.let_("box_block", ph * (2 * box_words));
+    let box_block = k.let_("box_block", ph * spec.box_block_words() as i64);
     for (r, row) in box_rows.iter().enumerate() {
         let (range, words) = emit_row_grid(k, spec, BOX_SKETCH_BITS, row, lanes);
         let at = box_block + r as i64 * box_words + chunk.i64() * words.len() as i64;
-        k.if_(row0, |k| store_run(k, out.box_codes, at, &words));
-        k.if_(tid.eq_(0u32), |k| {
-            k.store(out.box_range, ph * 2i64 + r as i64, range)
-        });
+        k.if_(row0, |k| store_run(k, out.box_sketch, at, &words));
+        let range_at = box_block + 2 * box_words + r as i64;
+        k.if_(tid.eq_(0u32), |k| k.store(out.box_sketch, range_at, range));
     }
 
     // The sketch of this thread's rows: chunk `c = tid + j·threads` of the block is code
@@ -1009,21 +1006,8 @@ impl KernelCheck for MetaCheck {
             .buffer(
                 "meta_box",
                 HostBuffer::U32(vec![SKETCH_POISON; x.shape.box_words(spec) as usize]),
-            )
-            .buffer(
-                "meta_box_range",
-                HostBuffer::U32(vec![SKETCH_POISON; x.shape.box_range_words() as usize]),
             );
-        let outs = || {
-            [
-                "meta_bounds",
-                "meta_moments",
-                "sketch",
-                "meta_box",
-                "meta_box_range",
-            ]
-            .map(ArgRef::buf)
-        };
+        let outs = || ["meta_bounds", "meta_moments", "sketch", "meta_box"].map(ArgRef::buf);
         if !list.is_empty() {
             let kernel = Rc::new(build_kernel(spec, &self.tile)?);
             let g =
@@ -1064,12 +1048,10 @@ impl KernelCheck for MetaCheck {
         let Some(sketch) = ran.get("sketch").as_u32() else {
             return Outcome::new(false, "sketch is not a u32 buffer");
         };
-        let (Some(box_codes), Some(box_range)) =
-            (ran.get("meta_box").as_u32(), ran.get("meta_box_range").as_u32())
-        else {
-            return Outcome::new(false, "meta_box or meta_box_range is not a u32 buffer");
+        let Some(box_sketch) = ran.get("meta_box").as_u32() else {
+            return Outcome::new(false, "meta_box is not a u32 buffer");
         };
-        let box_words = spec.box_row_words() as usize;
+        let (box_words, box_block) = (spec.box_row_words() as usize, spec.box_block_words() as usize);
         let mut box_w = Worst::default();
         let mut box_mismatches = 0;
         let (mut bound_errors, mut untouched_errors, mut code_mismatches, mut near_ties) = (0, 0, 0, 0);
@@ -1081,14 +1063,17 @@ impl KernelCheck for MetaCheck {
                 let meta = |buf: &[f64], row: usize| buf[(ph * 2 + row) * d..][..d].to_vec();
                 let block_words = spec.sketch_block_words() as usize;
                 let sk = &sketch[ph * block_words..][..block_words];
-                let bx = &box_codes[ph * 2 * box_words..][..2 * box_words];
-                let br = &box_range[ph * 2..][..2];
+                let bblock = &box_sketch[ph * box_block..][..box_block];
+                let (bx, br) = (
+                    &bblock[..2 * box_words],
+                    &bblock[2 * box_words..2 * box_words + 2],
+                );
                 if !expected.contains(&(page as i32)) {
                     let meta_left = [0, 1].iter().all(|&r| {
                         meta(&bounds, r).iter().all(|v| v.is_nan())
                             && meta(&moments, r).iter().all(|v| v.is_nan())
                     });
-                    let words_left = sk.iter().chain(bx).chain(br).all(|&w| w == SKETCH_POISON);
+                    let words_left = sk.iter().chain(bblock).all(|&w| w == SKETCH_POISON);
                     if !meta_left || !words_left {
                         untouched_errors += 1;
                     }

@@ -3,7 +3,7 @@
 //! on small host-data cases (iid and peaked keys, float64 reference) and at the bucket's shape
 //! (against the default config's output, itself checked against the reference on sampled
 //! heads) — and timed with CUDA events, interleaved with its rivals, on a cache rotated
-//! through more than the L2 size. The certified family is also verified and timed in the
+//! through more than the L2 size. The certified family's pruned row is verified and timed in the
 //! page-pruned step on page-coherent keys of the bucket's shape ([`runs_for`]).
 
 use std::collections::{HashMap, HashSet};
@@ -379,9 +379,15 @@ impl GpuBackend {
                 spare_pages: 8,
             };
             let mut hc = HostCase::new(&self.gpu, case).map_err(launch)?;
-            let methods = runs_for(c.family, None, hc.x.shape.max_pages)
-                .into_iter()
-                .map(|r| r.method);
+            // Every step the family runs in, whichever selector feeds it.
+            let mut methods: Vec<Method> = Vec::new();
+            for selector in c.family.selector_keys() {
+                for r in runs_for(c.family, selector, hc.x.shape.max_pages) {
+                    if !methods.contains(&r.method) {
+                        methods.push(r.method);
+                    }
+                }
+            }
             for method in methods {
                 let dec = self.decoder(c, &hc.problem(method))?;
                 let check = hc.check(&self.gpu, &dec).map_err(launch)?;
@@ -602,10 +608,10 @@ struct Run {
 /// timed on top-k's selection only, a tile was once chosen 1.7% faster there and ran Gaussian's
 /// 32k step 9% slower; timed on both, `gqa` top-k at 128k lost 7% (results/2026-11-30-refine,
 /// results/2026-11-30-jit-pool). Without a selector (the host cases' checks) it runs in both.
-/// The certified family also runs the page-pruned step on page-coherent keys (BENCH.md
-/// `peaked`, what pruning is for): timed on iid keys alone, where pruning keeps every page, a
-/// tile of one-warp CTAs won at `paper` 1M by 3% and ran the pruned `peaked` step 40% slower
-/// (0.611 → 0.858 ms, results/2026-12-02-head-bound/1-checks-bench).
+/// The certified family's pruned row ([`Selector::Pruned`]) is searched in the page-pruned step
+/// on page-coherent keys (BENCH.md `peaked`, what pruning is for): on iid keys pruning keeps
+/// every page, and the full walk's winner there, one-warp CTAs at `paper` 1M, ran the pruned
+/// `peaked` step 40% slower (0.611 → 0.858 ms, results/2026-12-02-head-bound/1-checks-bench).
 fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) -> Vec<Run> {
     let topk = Method::TopK {
         budget_pages: (max_pages / 4).max(1),
@@ -623,13 +629,11 @@ fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) ->
             .map(iid)
             .collect(),
         KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![iid(Method::Gaussian)],
-        KernelFamily::DecodeCertified => vec![
-            iid(Method::Certified),
-            Run {
-                method: Method::CertifiedPruned,
-                keys: DeviceKeys::Peaked,
-            },
-        ],
+        KernelFamily::DecodeCertified if selector == Some(Selector::Pruned) => vec![Run {
+            method: Method::CertifiedPruned,
+            keys: DeviceKeys::Peaked,
+        }],
+        KernelFamily::DecodeCertified => vec![iid(Method::Certified)],
         KernelFamily::PageMeta => vec![iid(Method::Certified)],
     }
 }

@@ -50,10 +50,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     // The rigorous bounds read the page box sketch (a quarter of the bytes), the top-k scores
     // the exact bounds (Quest's ranking).
     let meta = if rigorous {
-        Meta::Sketch {
-            codes: k.buffer("meta_box", Scalar::U32, Access::Read),
-            ranges: k.buffer("meta_box_range", Scalar::U32, Access::Read),
-        }
+        Meta::Sketch(k.buffer("meta_box", Scalar::U32, Access::Read))
     } else {
         Meta::Exact(k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read))
     };
@@ -155,14 +152,16 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                     let hi = load_run(k, "kmax", buf, at + d as i64, dims);
                     Rows::Exact(lo, hi)
                 }
-                Meta::Sketch { codes, ranges } => {
+                Meta::Sketch(buf) => {
                     let w = spec.box_row_words() as i64;
                     // 8 codes a word: a lane of 4 dims (f32 keys) shares its word with the next.
+                    // One 64-byte block a (page, head): the three loads hit one DRAM burst.
                     let words = dims.div_ceil(8);
-                    let at = k.let_("box_at", ph * (2 * w) + i64_of((sub * dims) / 8u32));
-                    let lo = load_run(k, "bmin", codes, at.e(), words);
-                    let hi = load_run(k, "bmax", codes, at + w, words);
-                    let range = load_run(k, "brange", ranges, ph * 2i64, 2);
+                    let block = k.let_("box_block", ph * spec.box_block_words() as i64);
+                    let at = k.let_("box_at", block + i64_of((sub * dims) / 8u32));
+                    let lo = load_run(k, "bmin", buf, at.e(), words);
+                    let hi = load_run(k, "bmax", buf, at + w, words);
+                    let range = load_run(k, "brange", buf, block + 2 * w, 2);
                     Rows::Sketch(lo, hi, range)
                 }
             };
@@ -274,8 +273,8 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
 enum Meta {
     /// `meta_bounds`: the exact min and max rows (K dtype).
     Exact(Buf),
-    /// `meta_box` and `meta_box_range`: the page box sketch.
-    Sketch { codes: Buf, ranges: Buf },
+    /// `meta_box`: the page box sketch.
+    Sketch(Buf),
 }
 
 /// One page's loaded metadata (this lane's dimensions).

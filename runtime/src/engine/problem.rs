@@ -61,12 +61,13 @@ impl Method {
         }
     }
 
-    /// The selector whose selections the sparse decode reads (its bundle rows are picked for
-    /// it, [`KernelFamily::selectors`]); `None` for the methods without a sparse decode.
+    /// The selector whose selections the method's decode reads (its bundle rows are picked for
+    /// it, [`KernelFamily::selectors`]); `None` for the methods that decode every page.
     pub fn selector(&self) -> Option<Selector> {
         match self {
             Method::TopK { .. } => Some(Selector::Topk),
             Method::Gaussian => Some(Selector::Gaussian),
+            Method::CertifiedPruned => Some(Selector::Pruned),
             _ => None,
         }
     }
