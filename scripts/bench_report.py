@@ -2,6 +2,7 @@
 """Generate docs/benchmarks.md and docs/benchmarks.png from recorded benchmark runs.
 
     python3 scripts/bench_report.py RESULTS_DIR [RESULTS_DIR ...] [--doc docs/benchmarks.md] [--png docs/benchmarks.png]
+        [--without RESULTS_DIR=METHOD ...]
 
 Workloads come in the order `paper`, `peaked`, then the others (`gqa`, `wide`), which are held to
 the targets not tied to `paper` (dense against SDPA, the sparse paths' × floor).
@@ -21,6 +22,8 @@ not depend on the data); then the performance issue's targets with the measured 
 missed, and where missed, where the time goes (the step's kernels when the run timed them;
 docs/perf-notes.md). The `peaked` target is computed from `peaked` records and says "not
 measured" without them.
+`--without DIR=METHOD` leaves out one method's records (and stage rows) of one folder, e.g. a
+run of kernels that did not land; the doc lists what was left out.
 The figure is step latency against context length per method, SDPA included, log-log, over every
 length recorded (the sweep when there is one). Needs matplotlib for the figure only.
 """
@@ -80,6 +83,8 @@ class Loaded:
     auto_ran: dict = field(default_factory=dict)
     # Result file label -> what the bundle its runs timed was (a bundle-manifest.json beside it).
     bundles: dict = field(default_factory=dict)
+    # (folder, method) pairs left out (`--without`).
+    without: list = field(default_factory=list)
 
 
 def bundle_kind(manifest):
@@ -142,14 +147,16 @@ def kept_from_checks(checks):
     return kept
 
 
-def load(dirs):
+def load(dirs, without=()):
     """Every record (with `key`, `source`, `order`), the stage rows of bench reports, the sources,
-    which method each `auto` step ran and which bundle each run timed."""
+    which method each `auto` step ran and which bundle each run timed; `without` holds
+    (folder, method) pairs whose records and stage rows are left out."""
     records, stages, sources = [], [], []
     auto_ran, bundles = {}, {}
     for d in map(Path, dirs):
         if not d.is_dir():
             sys.exit(f"{d}: not a directory")
+        dropped = {m for (w, m) in without if Path(w).resolve() == d.resolve()}
         for label, data in json_files(d):
             try:
                 doc = json.loads(data)
@@ -163,7 +170,8 @@ def load(dirs):
                 recs, kind = doc, "torch SDPA"
             elif isinstance(doc, dict) and "records" in doc:
                 recs, kind = doc["records"], "entkv bench"
-                stages += [dict(r, source=label) for r in doc.get("rows", []) if r.get("stage") != "step"]
+                stages += [dict(r, source=label) for r in doc.get("rows", [])
+                           if r.get("stage") != "step" and METHODS.get(r.get("method")) not in dropped]
                 for r in doc.get("rows", []):
                     if r.get("method") == "auto" and r.get("stage") == "step":
                         ran = "certified-exact" if "decode_certified=" in r.get("tier", "") else "dense"
@@ -173,7 +181,8 @@ def load(dirs):
                 kept = kept_from_checks(doc.get("checks", []))
             else:
                 continue
-            recs = [r for r in recs if isinstance(r, dict) and METHODS.get(r.get("method")) and "median_ms" in r]
+            recs = [r for r in recs if isinstance(r, dict) and METHODS.get(r.get("method")) and "median_ms" in r
+                    and METHODS[r["method"]] not in dropped]
             if not recs:
                 continue
             for r in recs:
@@ -186,7 +195,7 @@ def load(dirs):
                                 gpu=first.get("gpu"), driver=first.get("driver"), count=len(recs)))
     if not records:
         sys.exit(f"no benchmark records in {' '.join(dirs)}")
-    return Loaded(records, stages, sources, auto_ran, bundles)
+    return Loaded(records, stages, sources, auto_ran, bundles, list(without))
 
 
 def best(records):
@@ -379,6 +388,10 @@ def write_doc(path, loaded, png):
     for s in sources:
         lines.append(f"| {rel(s['file'], doc_dir)} | {s['kind']} | {s['count']} | {s['commit']} | {s['date']} "
                      f"| {s['gpu']} | {s['driver']} |")
+    if loaded.without:
+        lines.append("")
+        for d, m in loaded.without:
+            lines.append(f"Left out (`--without`): the {LABEL.get(m, m)} records of {rel(d, doc_dir)}.")
     if loaded.bundles:
         lines.append("")
         for label, kind in sorted(loaded.bundles.items()):
@@ -483,8 +496,16 @@ def main():
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--doc", default="docs/benchmarks.md")
     ap.add_argument("--png", default="docs/benchmarks.png")
+    ap.add_argument("--without", action="append", default=[], metavar="DIR=METHOD",
+                    help="leave out METHOD's records of the folder DIR (repeatable)")
     a = ap.parse_args()
-    loaded = load(a.dirs)
+    without = []
+    for w in a.without:
+        d, sep, m = w.partition("=")
+        if not sep or m not in set(METHODS.values()):
+            sys.exit(f"--without {w}: expected DIR=METHOD with METHOD one of {sorted(set(METHODS.values()))}")
+        without.append((d, m))
+    loaded = load(a.dirs, without)
     png = Path(a.png) if plot(a.png, loaded.records) else None
     write_doc(Path(a.doc), loaded, png)
     print(f"wrote {a.doc}" + (f" and {a.png}" if png else "") + f" from {len(loaded.records)} records")

@@ -1,7 +1,6 @@
-//! Page metadata (`page_meta`): the kernels that keep `meta_bounds`, `meta_moments`, `sketch`
-//! and the page box sketch `meta_box` (layouts in `crate::paged`) for the full
-//! pages of the cache, and the exact definition of the quantized key sketch that every consumer
-//! decodes.
+//! Page metadata (`page_meta`): the kernels that keep `meta_bounds`, `meta_moments` and `sketch`
+//! (layouts in `crate::paged`) for the full pages of the cache, and the exact definition of the
+//! quantized key sketch that every consumer decodes.
 //!
 //! 1. `page_meta_build`, grid (list entries, kv heads): for every physical page in a list
 //!    (`pages`, i32, e.g. every full page after prefill, see [`full_pages`]) and every KV head,
@@ -15,9 +14,8 @@
 //! bytes, reduced in registers, shuffles and (for more than one warp) shared memory, and the
 //! sketch is quantized from the same registers. Per (page, head) it reads `P·d·s` bytes of K
 //! (`s` = K dtype size) and writes `4·d·s` bytes of metadata and `P·d·bits/8` of sketch codes
-//! (plus `4·P` of range words at 4 bits) and a 64-byte-aligned block of page box sketch (`d + 8`
-//! bytes of data): at P = 16, d = 32, f16, 4 bits, 1024 B read and 640 B written
-//! ([`meta_bytes`]); the update
+//! (plus `4·P` of range words at 4 bits): at P = 16, d = 32, f16, 4 bits, 1024 B read and 576 B
+//! written ([`meta_bytes`]); the update
 //! also reads 8 bytes per (sequence, head) (its length and block-table entry).
 //!
 //! ## Statistics (spec §2.3), per dimension `i` over the page's `P` keys
@@ -55,18 +53,6 @@
 //! decoder's `step` itself is off by up to 2⁻¹⁵⁰, i.e. `L·step` by up to `2⁻¹⁴²`. A constant
 //! dimension (`max = min`) has `step = 0`, code 0 and `k̂ = k` exactly.
 //!
-//! ## The page box sketch (`meta_box`)
-//! Per (page, head) the `min_i` row and the `max_i` row above, each coded like one 4-bit sketch
-//! token on its own grid: the row's range word ([`pack_sketch_range`] of its min and max over
-//! dimensions), `step = (max − min)·c_4`, and nearest codes, so each value `b_i` of a row is
-//! within [`sketch_error_bound`] of `min + code_i·step`. Its reader (`page_bounds`) computes
-//! `b̂_i = fma(code_i, step, min)` in f32, one rounding of at most `2⁻²⁴·max(|min|, |max|)`
-//! (the exact value lies in the row's range up to `15·c_4 ≤ 1 + 2⁻²³`), so
-//! `|b_i − b̂_i| ≤ E = step/2 + 2⁻²²·(max − min) + 2⁻²³·max(|min|, |max|) + 2⁻¹²⁶`
-//! ([`box_error_bound`]): the page's keys lie in `[b̂min_i − E_min, b̂max_i + E_max]` for every
-//! dimension. The reader evaluates `E` in f32 with every term doubled
-//! ([`BOX_ERROR_MARGIN`]), which more than covers the rounding of its own few operations.
-//!
 //! At 4 bits the grid is per token (`crate::paged`): `min_i`, `max_i` above are, for every
 //! dimension, the token's range word unpacked ([`pack_sketch_range`]: its min rounded down and
 //! its max rounded up to bf16). Nothing in the argument above needs the range to be per
@@ -94,12 +80,6 @@ pub const SKETCH_REL_SLACK: f64 = 1.0 / 4_194_304.0;
 pub const SKETCH_ABS_SLACK: f64 = f32::MIN_POSITIVE as f64;
 
 const KERNEL: &str = "page_meta";
-
-/// Bits a dimension of the page box sketch (`meta_box`; see the module docs).
-pub const BOX_SKETCH_BITS: u32 = 4;
-/// Factor on every term of [`box_error_bound`] in the f32 bound the reader computes (the
-/// rounding of those few f32 operations is far below the doubling).
-pub const BOX_ERROR_MARGIN: f64 = 2.0;
 
 /// Tile of both metadata kernels: one CTA per (page, head) block of `P·d` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -179,19 +159,17 @@ fn buf(name: &'static str, elem: Elem, writes: bool) -> ArgSpec {
     }
 }
 
-/// The four outputs, in the order both kernels take them.
-fn meta_outputs(spec: &PagedSpec) -> [ArgSpec; 4] {
+/// The three outputs, in the order both kernels take them.
+fn meta_outputs(spec: &PagedSpec) -> [ArgSpec; 3] {
     let kd = spec.decode.kv_dtype.into();
     [
         buf("meta_bounds", kd, true),
         buf("meta_moments", kd, true),
         buf("sketch", Elem::U32, true),
-        buf("meta_box", Elem::U32, true),
     ]
 }
 
-/// `page_meta_build(k_pool, pages, meta_bounds, meta_moments, sketch, meta_box, num_list)`:
-/// `pages[e]`
+/// `page_meta_build(k_pool, pages, meta_bounds, meta_moments, sketch, num_list)`: `pages[e]`
 /// for `e < num_list` are the physical pages to build.
 pub fn meta_build_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     let mut v = vec![
@@ -207,7 +185,7 @@ pub fn meta_build_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
 }
 
 /// `page_meta_update(k_pool, block_table, seq_lens, meta_bounds, meta_moments, sketch,
-/// meta_box, max_pages)`.
+/// max_pages)`.
 pub fn meta_update_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     let mut v = vec![
         buf("k_pool", spec.decode.kv_dtype.into(), false),
@@ -295,11 +273,7 @@ pub fn completed_pages(
 pub fn meta_bytes(spec: &PagedSpec) -> (u64, u64) {
     let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
     let s = spec.decode.kv_dtype.size_bytes() as u64;
-    let box_bytes = 4 * spec.box_block_words() as u64;
-    (
-        p * d * s,
-        4 * d * s + 4 * spec.sketch_block_words() as u64 + box_bytes,
-    )
+    (p * d * s, 4 * d * s + 4 * spec.sketch_block_words() as u64)
 }
 
 /// `2^bits − 1`, the largest code.
@@ -349,13 +323,6 @@ fn bf16_bits_outward(x: f32, up: bool) -> u32 {
     }
 }
 
-/// The guaranteed `|b_i − b̂_i|` of a page box sketch row on the grid `[min, max]` (module docs):
-/// the sketch bound plus the f32 decode's rounding, `2⁻²³·max(|min|, |max|)` (in f64).
-pub fn box_error_bound(min: f32, max: f32) -> f64 {
-    let step = sketch_step(BOX_SKETCH_BITS, min, max);
-    sketch_error_bound(step, min, max) + (min.abs().max(max.abs()) as f64) * (2.0f64).powi(-23)
-}
-
 /// The guaranteed `|k_i − k̂_i|` bound: `step/2 + 2⁻²²·(max − min) + 2⁻¹²⁶` (in f64).
 pub fn sketch_error_bound(step: f32, min: f32, max: f32) -> f64 {
     0.5 * step as f64 + SKETCH_REL_SLACK * (max as f64 - min as f64) + SKETCH_ABS_SLACK
@@ -388,7 +355,7 @@ mod tests {
         let (b, u) = meta_entry_names(&s, &t);
         assert_eq!(b, "page_meta_build__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
         assert_eq!(u, "page_meta_update__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
-        assert_eq!(meta_bytes(&s), (1024, 576 + 64));
+        assert_eq!(meta_bytes(&s), (1024, 576));
     }
 
     #[test]
@@ -422,7 +389,6 @@ mod tests {
                 "meta_bounds",
                 "meta_moments",
                 "sketch",
-                "meta_box",
                 "num_list"
             ]
         );
@@ -434,8 +400,8 @@ mod tests {
             }
         );
         let u = meta_update_signature(&s);
-        assert_eq!(u.len(), 8);
-        assert_eq!(u[7].kind, ArgKind::I32);
+        assert_eq!(u.len(), 7);
+        assert_eq!(u[6].kind, ArgKind::I32);
         let shape = PagedShape {
             batch: 3,
             kv_heads: 4,

@@ -35,15 +35,6 @@
 //!     consumer needs no per-page terms. `PagedSpec::sketch_code_at` / `sketch_range_at`
 //!     address them.
 //!
-//! - `meta_box`: u32, one 64-byte-aligned block per (page, KV head), the page box sketch:
-//!   `meta_bounds`' min row and max row, each coded like a 4-bit sketch token (`head_dim/8`
-//!   code words on the row's own grid), then their two range words (min and max over the row's
-//!   dimensions rounded outward to bf16; `crate::meta`), padded to a multiple of 16 words. At
-//!   d = 32 that is 40 bytes of data in one 64-byte block (one DRAM burst) against `meta_bounds`'
-//!   128, so the rigorous page bounds of certified pruning (`page_bounds`) read it instead,
-//!   widened by the code's error bound. (Codes and range words in separate arrays measured
-//!   slower than `meta_bounds`: two scattered bursts a page; results/2026-12-02-head-bound.)
-//!
 //! Metadata is defined for *full* pages. The last page of a sequence is never scored: every
 //! selector attends it in full, so its (possibly partial, possibly stale) metadata is never read.
 //!
@@ -127,19 +118,6 @@ impl PagedSpec {
     pub fn sketch_block_words(&self) -> u32 {
         self.page_size * (self.sketch_words() + u32::from(self.sketch_token_grid()))
     }
-    /// u32 words of one row of the page box sketch (`meta_box`): `head_dim` 4-bit codes.
-    pub fn box_row_words(&self) -> u32 {
-        self.decode.head_dim * crate::meta::BOX_SKETCH_BITS / 32
-    }
-    /// u32 words of the data of one (page, KV head) block of `meta_box`: both code rows and
-    /// both range words (at word `2·box_row_words`).
-    pub fn box_data_words(&self) -> u32 {
-        2 * self.box_row_words() + 2
-    }
-    /// u32 words of one (page, KV head) block of `meta_box`: the data padded to 64 bytes.
-    pub fn box_block_words(&self) -> u32 {
-        self.box_data_words().next_multiple_of(16)
-    }
     /// Bytes of sketch a token: its codes, and its range word on a per-token grid.
     pub fn sketch_bytes_per_token(&self) -> u32 {
         4 * self.sketch_block_words() / self.page_size
@@ -179,10 +157,6 @@ impl PagedShape {
     /// Elements of `meta_bounds` (and `meta_moments`).
     pub fn meta_elems(&self, spec: &PagedSpec) -> u64 {
         self.num_pages as u64 * self.kv_heads as u64 * 2 * spec.decode.head_dim as u64
-    }
-    /// u32 words of `meta_box` (a block a (page, KV head)).
-    pub fn box_words(&self, spec: &PagedSpec) -> u64 {
-        self.num_pages as u64 * self.kv_heads as u64 * spec.box_block_words() as u64
     }
     /// u32 words of `sketch`.
     pub fn sketch_words(&self, spec: &PagedSpec) -> u64 {

@@ -412,7 +412,6 @@ fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {
         BufferSpec::new("meta_bounds", kv, shape.meta_elems(spec)),
         BufferSpec::new("meta_moments", kv, shape.meta_elems(spec)),
         BufferSpec::new("sketch", Elem::U32, shape.sketch_words(spec)),
-        BufferSpec::new("meta_box", Elem::U32, shape.box_words(spec)),
     ]
 }
 
@@ -435,7 +434,6 @@ pub fn meta_build_calls(
                 buf("meta_bounds"),
                 buf("meta_moments"),
                 buf("sketch"),
-                buf("meta_box"),
                 ArgRef::I32(pages as i32),
             ],
         });
@@ -463,7 +461,6 @@ pub fn meta_update_calls(
                 buf("meta_bounds"),
                 buf("meta_moments"),
                 buf("sketch"),
-                buf("meta_box"),
                 ArgRef::I32(shape.max_pages as i32),
             ],
         }],
@@ -471,12 +468,10 @@ pub fn meta_update_calls(
     })
 }
 
-/// The leading arguments of a pass over every page's metadata `meta`: `q`, `meta…`,
+/// The leading arguments of a pass over every page's metadata `meta`: `q`, `meta`,
 /// `block_table`, `seq_lens` (and `alibi_slopes` with ALiBi).
-fn page_pass_args(spec: &PagedSpec, meta: &[&str]) -> Vec<ArgRef> {
-    let mut a = vec![buf("q")];
-    a.extend(meta.iter().map(|m| buf(m)));
-    a.extend([buf("block_table"), buf("seq_lens")]);
+fn page_pass_args(spec: &PagedSpec, meta: &str) -> Vec<ArgRef> {
+    let mut a = vec![buf("q"), buf(meta), buf("block_table"), buf("seq_lens")];
     if spec.alibi {
         a.push(buf("alibi_slopes"));
     }
@@ -501,7 +496,7 @@ pub fn topk_select_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = page_pass_args(spec, &["meta_bounds"]);
+    let mut a1 = page_pass_args(spec, "meta_bounds");
     a1.extend([buf("page_scores"), ArgRef::I32(shape.max_pages as i32)]);
     let mut buffers = vec![BufferSpec::new(
         "page_scores",
@@ -549,7 +544,7 @@ pub fn certified_prune_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = page_pass_args(spec, &["meta_box"]);
+    let mut a1 = page_pass_args(spec, "meta_bounds");
     a1.extend([
         buf("page_ub"),
         buf("page_lb_max"),
@@ -696,7 +691,7 @@ pub fn gaussian_select_calls(
     let ws = gaussian_workspace(spec, mtile, shape);
     let (tau, select) = gauss_entry_names(spec, gtile);
     let mp = shape.max_pages as i32;
-    let mut margs = page_pass_args(spec, &["meta_moments"]);
+    let mut margs = page_pass_args(spec, "meta_moments");
     margs.extend([
         buf("page_mu"),
         buf("page_sigma"),

@@ -19,10 +19,9 @@ use crate::program::{ArgRef, Program};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::{scalar_of, KernelGenError, KernelModule};
 use entkv_abi::{
-    box_error_bound, completed_pages, full_pages, meta_build_geometry, meta_entry_names,
-    meta_update_geometry, pack_sketch_range, sketch_error_bound, sketch_inv_levels, sketch_levels,
-    sketch_step, sketch_word_shift, unpack_sketch_range, DType, DecodeSpec, MetaTile, PagedSpec, SpecError,
-    BOX_SKETCH_BITS, META_CHUNK_DIMS, META_STD_FLOOR,
+    completed_pages, full_pages, meta_build_geometry, meta_entry_names, meta_update_geometry,
+    pack_sketch_range, sketch_error_bound, sketch_inv_levels, sketch_levels, sketch_step, sketch_word_shift,
+    unpack_sketch_range, DType, DecodeSpec, MetaTile, PagedSpec, SpecError, META_CHUNK_DIMS, META_STD_FLOOR,
 };
 use entkv_dsl::*;
 use std::collections::BTreeSet;
@@ -42,7 +41,6 @@ struct MetaOut {
     bounds: Buf,
     moments: Buf,
     sketch: Buf,
-    box_sketch: Buf,
 }
 
 impl MetaOut {
@@ -52,19 +50,16 @@ impl MetaOut {
             bounds: k.buffer("meta_bounds", kd, Access::Write),
             moments: k.buffer("meta_moments", kd, Access::Write),
             sketch: k.buffer("sketch", Scalar::U32, Access::Write),
-            box_sketch: k.buffer("meta_box", Scalar::U32, Access::Write),
         }
     }
 }
 
 /// Shared memory of CTAs with more than one warp: the warps' partial statistics
-/// `[warp][min, max, mean, M2][d]`, the finished quantization parameters `[param][d]` and the
-/// page's bounds `[min, max][d]` (for the page box sketch).
+/// `[warp][min, max, mean, M2][d]` and the finished quantization parameters `[param][d]`.
 #[derive(Clone, Copy)]
 struct Scratch {
     partial: Buf,
     quant: Buf,
-    bounds: Buf,
 }
 
 /// Running statistics of one dimension over `n` keys (f32 registers).
@@ -131,13 +126,12 @@ fn finish_dim(k: &mut KernelBuilder, spec: &PagedSpec, s: &Stats) -> ([Expr; 4],
     let var = s.m2 * (1.0 / spec.page_size as f64);
     let std = k.let_("std", var.sqrt().max(META_STD_FLOOR));
     let stored = [s.min.cast(kd), s.max.cast(kd), s.mean.cast(kd), std.cast(kd)];
-    (stored, quant_for(k, spec, spec.sketch_bits, s.min, s.max))
+    (stored, quant_for(k, spec, s.min, s.max))
 }
 
-/// Quantization parameters of the `bits`-bit grid `[min, max]` (f32 values a consumer reads
-/// back exactly).
-fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, bits: u32, min: Var, max: Var) -> Quant {
-    let step = k.let_("step", emit_sketch_step(bits, min, max));
+/// Quantization parameters of the grid `[min, max]` (f32 values a consumer reads back exactly).
+fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, min: Var, max: Var) -> Quant {
+    let step = k.let_("step", emit_sketch_step(spec.sketch_bits, min, max));
     let positive = step.gt(0.0f32);
     let (inv, scale) = if needs_scale(spec) {
         let scale = k.let_("qscale", select(step.lt(TINY_STEP), SCALE_UP, 1.0));
@@ -160,49 +154,6 @@ fn quantize(x: Var, q: &Quant, bits: u32) -> Expr {
         None => a,
     };
     (a * q.inv + 0.5f32).cast(Scalar::U32).min(sketch_levels(bits))
-}
-
-/// `bits`-bit codes packed into u32 words, low bits first (`entkv_abi::sketch_word_shift`).
-fn pack_words(codes: &[Expr], bits: u32) -> Vec<Expr> {
-    codes
-        .chunks((32 / bits) as usize)
-        .map(|cs| {
-            cs.iter()
-                .enumerate()
-                .fold(u32c(0), |w, (i, c)| w | (c.clone() << (i as u32 * bits)))
-        })
-        .collect()
-}
-
-/// A row of values on its own `bits`-bit grid (a 4-bit sketch token's, `entkv_abi::meta`): the
-/// row is spread over `lanes` adjacent threads, `vals` this thread's part (f32). Returns the
-/// row's range word (its min and max over every value, rounded outward to bf16 and packed as
-/// [`entkv_abi::pack_sketch_range`]) and this thread's code words. Shuffles over the lane
-/// group: every thread of the warp must call it.
-fn emit_row_grid(
-    k: &mut KernelBuilder,
-    spec: &PagedSpec,
-    bits: u32,
-    vals: &[Var],
-    lanes: u32,
-) -> (Expr, Vec<Expr>) {
-    let mut lo = k.let_("row_lo", vals[1..].iter().fold(vals[0].e(), |m, x| m.min(*x)));
-    let mut hi = k.let_("row_hi", vals[1..].iter().fold(vals[0].e(), |m, x| m.max(*x)));
-    let mut off = 1;
-    while off < lanes {
-        let olo = k.shuffle(ShuffleMode::Xor, lo, u32c(off as u64));
-        let ohi = k.shuffle(ShuffleMode::Xor, hi, u32c(off as u64));
-        lo = k.let_("row_lo", lo.min(olo));
-        hi = k.let_("row_hi", hi.max(ohi));
-        off *= 2;
-    }
-    let lo_bits = bf16_bits_outward(k, lo, false);
-    let hi_bits = bf16_bits_outward(k, hi, true);
-    let lo = k.let_("grid_lo", lo_bits.e().bitcast(Scalar::F32));
-    let hi = k.let_("grid_hi", hi_bits.e().bitcast(Scalar::F32));
-    let q = quant_for(k, spec, bits, lo, hi);
-    let codes: Vec<Expr> = vals.iter().map(|x| quantize(*x, &q, bits)).collect();
-    ((lo_bits >> 16u32) | hi_bits, pack_words(&codes, bits))
 }
 
 /// Store `vals` (consecutive elements from `at`, `at` a multiple of the vector length) with
@@ -318,8 +269,7 @@ fn emit_page_head(
     }
 
     let row0 = k.let_("row0", tid.lt(lanes)); // the lanes of key row 0 store the metadata
-                                              // The page's min and max of this thread's dimensions, for the page box sketch.
-    let (quant, box_rows): (Vec<Quant>, [Vec<Var>; 2]) = match scratch {
+    let quant: Vec<Quant> = match scratch {
         None => {
             // One warp: every lane has the page's statistics of its dimensions.
             let (stored, quant): (Vec<[Expr; 4]>, Vec<Quant>) =
@@ -327,11 +277,7 @@ fn emit_page_head(
             k.if_(row0, |k| {
                 store_meta(k, spec, out, ph, chunk * META_CHUNK_DIMS, &stored)
             });
-            let rows = [
-                stats.iter().map(|s| s.min).collect(),
-                stats.iter().map(|s| s.max).collect(),
-            ];
-            (quant, rows)
+            quant
         }
         Some(sc) => {
             let warps = threads / WARP;
@@ -374,8 +320,6 @@ fn emit_page_head(
                     }
                     let (stored, q) = finish_dim(k, spec, &level[0]);
                     store_meta(k, spec, out, ph, dim.e(), &[stored]);
-                    k.store(sc.bounds, dim.e(), level[0].min);
-                    k.store(sc.bounds, dim + d, level[0].max);
                     let params = [Some(q.min), Some(q.inv), q.scale];
                     for (i, v) in params.iter().take(nq as usize).enumerate() {
                         if let Some(v) = v {
@@ -394,34 +338,15 @@ fn emit_page_head(
                 }
                 params.push(v);
             }
-            let quant = (0..cd)
+            (0..cd)
                 .map(|i| Quant {
                     min: params[0][i],
                     inv: params[1][i],
                     scale: params.get(2).map(|s| s[i]),
                 })
-                .collect();
-            let mut rows = [Vec::new(), Vec::new()];
-            for (r, row) in rows.iter_mut().enumerate() {
-                for half in 0..2u32 {
-                    row.extend(k.load_vec("pb", sc.bounds, at + (r as u32 * d + half * 4), 4));
-                }
-            }
-            (quant, rows)
+                .collect()
         }
     };
-
-    // The page box sketch: the min and the max row, each on its own 4-bit grid (a sketch
-    // token's), from the lanes of key row 0 (`entkv_abi::meta`).
-    let box_words = spec.box_row_words() as i64;
-    let box_block = k.let_("box_block", ph * spec.box_block_words() as i64);
-    for (r, row) in box_rows.iter().enumerate() {
-        let (range, words) = emit_row_grid(k, spec, BOX_SKETCH_BITS, row, lanes);
-        let at = box_block + r as i64 * box_words + chunk.i64() * words.len() as i64;
-        k.if_(row0, |k| store_run(k, out.box_sketch, at, &words));
-        let range_at = box_block + 2 * box_words + r as i64;
-        k.if_(tid.eq_(0u32), |k| k.store(out.box_sketch, range_at, range));
-    }
 
     // The sketch of this thread's rows: chunk `c = tid + j·threads` of the block is code
     // word(s) `c·bits/4` of its block (8 codes per 4-bit word), token `c / lanes`.
@@ -429,23 +354,45 @@ fn emit_page_head(
     let block = k.let_("sk_block", ph * spec.sketch_block_words() as i64);
     let sk_at = k.let_("sk_at", block + tid.i64() * words_per_chunk as i64);
     for (j, row) in rows.iter().enumerate() {
-        let words = if spec.sketch_token_grid() {
+        let row_quant: Vec<Quant> = if spec.sketch_token_grid() {
             // The token's own range: its row is spread over `lanes` adjacent threads.
-            let (range, words) = emit_row_grid(k, spec, bits, row, lanes);
+            let mut lo = k.let_("tok_lo", row[1..].iter().fold(row[0].e(), |m, x| m.min(*x)));
+            let mut hi = k.let_("tok_hi", row[1..].iter().fold(row[0].e(), |m, x| m.max(*x)));
+            let mut off = 1;
+            while off < lanes {
+                let olo = k.shuffle(ShuffleMode::Xor, lo, u32c(off as u64));
+                let ohi = k.shuffle(ShuffleMode::Xor, hi, u32c(off as u64));
+                lo = k.let_("tok_lo", lo.min(olo));
+                hi = k.let_("tok_hi", hi.max(ohi));
+                off *= 2;
+            }
+            let lo_bits = bf16_bits_outward(k, lo, false);
+            let hi_bits = bf16_bits_outward(k, hi, true);
+            let lo = k.let_("grid_lo", lo_bits.e().bitcast(Scalar::F32));
+            let hi = k.let_("grid_hi", hi_bits.e().bitcast(Scalar::F32));
             let slot = k.let_("sk_slot", (tid + j as u32 * threads) / lanes);
             k.if_(chunk.eq_(0u32), |k| {
                 let at = block + (p * spec.sketch_words()) as i64 + slot.i64();
-                k.store(out.sketch, at, range);
+                k.store(out.sketch, at, (lo_bits >> 16u32) | hi_bits);
             });
-            words
+            let q = quant_for(k, spec, lo, hi);
+            (0..cd).map(|_| q).collect()
         } else {
-            let codes: Vec<Expr> = row
-                .iter()
-                .zip(&quant)
-                .map(|(x, q)| quantize(*x, q, bits))
-                .collect();
-            pack_words(&codes, bits)
+            quant.clone()
         };
+        let codes: Vec<Expr> = row
+            .iter()
+            .zip(&row_quant)
+            .map(|(x, q)| quantize(*x, q, bits))
+            .collect();
+        let words: Vec<Expr> = codes
+            .chunks((32 / bits) as usize)
+            .map(|cs| {
+                cs.iter()
+                    .enumerate()
+                    .fold(u32c(0), |w, (i, c)| w | (c.clone() << (i as u32 * bits)))
+            })
+            .collect();
         let off = (j as u32 * threads * words_per_chunk) as i64;
         store_run(k, out.sketch, sk_at + off, &words);
     }
@@ -458,7 +405,6 @@ fn declare_scratch(k: &mut KernelBuilder, spec: &PagedSpec, tile: &MetaTile) -> 
     (warps > 1).then(|| Scratch {
         partial: k.shared("partial", Scalar::F32, warps * 4 * d),
         quant: k.shared("quant", Scalar::F32, quant_params(spec) * d),
-        bounds: k.shared("page_bounds", Scalar::F32, 2 * d),
     })
 }
 
@@ -747,17 +693,8 @@ fn split_codes(spec: &PagedSpec, words: &[Var], count: u32) -> Vec<Expr> {
 
 /// Host decoder: the codes of one token's sketch row (`sketch_words` u32).
 pub fn sketch_codes(spec: &PagedSpec, words: &[u32]) -> Vec<u32> {
-    codes_of(spec.sketch_bits, spec.decode.head_dim, words)
-}
-
-/// The `head_dim` 4-bit codes of one page box sketch row (`meta_box`).
-pub fn box_codes_of(spec: &PagedSpec, words: &[u32]) -> Vec<u32> {
-    codes_of(BOX_SKETCH_BITS, spec.decode.head_dim, words)
-}
-
-/// The `d` `bits`-bit codes packed in `words` (low bits first).
-fn codes_of(bits: u32, d: u32, words: &[u32]) -> Vec<u32> {
-    (0..d)
+    let bits = spec.sketch_bits;
+    (0..spec.decode.head_dim)
         .map(|i| {
             let (w, s) = sketch_word_shift(bits, i);
             (words[w as usize] >> s) & sketch_levels(bits)
@@ -1002,12 +939,8 @@ impl KernelCheck for MetaCheck {
             .buffer(
                 "sketch",
                 HostBuffer::U32(vec![SKETCH_POISON; x.shape.sketch_words(spec) as usize]),
-            )
-            .buffer(
-                "meta_box",
-                HostBuffer::U32(vec![SKETCH_POISON; x.shape.box_words(spec) as usize]),
             );
-        let outs = || ["meta_bounds", "meta_moments", "sketch", "meta_box"].map(ArgRef::buf);
+        let outs = || ["meta_bounds", "meta_moments", "sketch"].map(ArgRef::buf);
         if !list.is_empty() {
             let kernel = Rc::new(build_kernel(spec, &self.tile)?);
             let g =
@@ -1048,12 +981,6 @@ impl KernelCheck for MetaCheck {
         let Some(sketch) = ran.get("sketch").as_u32() else {
             return Outcome::new(false, "sketch is not a u32 buffer");
         };
-        let Some(box_sketch) = ran.get("meta_box").as_u32() else {
-            return Outcome::new(false, "meta_box is not a u32 buffer");
-        };
-        let (box_words, box_block) = (spec.box_row_words() as usize, spec.box_block_words() as usize);
-        let mut box_w = Worst::default();
-        let mut box_mismatches = 0;
         let (mut bound_errors, mut untouched_errors, mut code_mismatches, mut near_ties) = (0, 0, 0, 0);
         let (mut mean_w, mut std_w, mut sketch_w) = (Worst::default(), Worst::default(), Worst::default());
         let mut excess = 0.0f64; // largest (|k − k̂| − step/2)/(max − min), in units of 2⁻²⁴
@@ -1063,18 +990,12 @@ impl KernelCheck for MetaCheck {
                 let meta = |buf: &[f64], row: usize| buf[(ph * 2 + row) * d..][..d].to_vec();
                 let block_words = spec.sketch_block_words() as usize;
                 let sk = &sketch[ph * block_words..][..block_words];
-                let bblock = &box_sketch[ph * box_block..][..box_block];
-                let (bx, br) = (
-                    &bblock[..2 * box_words],
-                    &bblock[2 * box_words..2 * box_words + 2],
-                );
                 if !expected.contains(&(page as i32)) {
                     let meta_left = [0, 1].iter().all(|&r| {
                         meta(&bounds, r).iter().all(|v| v.is_nan())
                             && meta(&moments, r).iter().all(|v| v.is_nan())
                     });
-                    let words_left = sk.iter().chain(bblock).all(|&w| w == SKETCH_POISON);
-                    if !meta_left || !words_left {
+                    if !meta_left || sk.iter().any(|&w| w != SKETCH_POISON) {
                         untouched_errors += 1;
                     }
                     continue;
@@ -1098,30 +1019,6 @@ impl KernelCheck for MetaCheck {
                         (std[i] - r.std[i]).abs(),
                         half_ulp(std[i]) + STD_F32_SLACK * r.max_abs[i] + STD_FLOOR_SLACK,
                     );
-                }
-                // The page box sketch: each bound row on its own 4-bit grid, decoded as
-                // `page_bounds` decodes it (one f32 fma), within `box_error_bound`.
-                for (row, vals) in [&r.min, &r.max].into_iter().enumerate() {
-                    let (lo, hi) = vals
-                        .iter()
-                        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-                            (a.min(v), b.max(v))
-                        });
-                    let word = pack_sketch_range(lo as f32, hi as f32);
-                    if br[row] != word {
-                        bound_errors += 1;
-                    }
-                    let (glo, ghi) = unpack_sketch_range(word);
-                    let step = sketch_step(BOX_SKETCH_BITS, glo, ghi);
-                    let codes = box_codes_of(spec, &bx[row * box_words..][..box_words]);
-                    for i in 0..d {
-                        let decoded = (codes[i] as f32).mul_add(step, glo) as f64;
-                        box_w.see((vals[i] - decoded).abs(), box_error_bound(glo, ghi));
-                        let (near, tie) = nearest_code(BOX_SKETCH_BITS, vals[i], glo as f64, ghi as f64);
-                        if codes[i] != near && tie > 1.0 / 4096.0 {
-                            box_mismatches += 1;
-                        }
-                    }
                 }
                 for (slot, key) in keys.iter().enumerate() {
                     let codes = sketch_codes(spec, &sk[slot * words..][..words]);
@@ -1168,19 +1065,16 @@ impl KernelCheck for MetaCheck {
         let passed = bound_errors == 0
             && untouched_errors == 0
             && code_mismatches == 0
-            && box_mismatches == 0
             && mean_w.failures == 0
             && std_w.failures == 0
-            && sketch_w.failures == 0
-            && box_w.failures == 0;
+            && sketch_w.failures == 0;
         Outcome::new(
             passed,
             format!(
                 "{} of {} pages built × {hkv} heads; min/max errors {bound_errors}; untouched (page, head)s \
                  changed {untouched_errors}; mean err/tol {:.3} ({} over); std err/tol {:.3} ({} over); \
                  sketch err/bound {:.6} ({} over), excess over step/2 {:.2}·2⁻²⁴·(max−min); \
-                 codes off the nearest {code_mismatches} (+{near_ties} at rounding ties); page box \
-                 err/bound {:.4} ({} over), codes off the nearest {box_mismatches}",
+                 codes off the nearest {code_mismatches} (+{near_ties} at rounding ties)",
                 expected.len(),
                 x.shape.num_pages,
                 mean_w.ratio,
@@ -1190,8 +1084,6 @@ impl KernelCheck for MetaCheck {
                 sketch_w.ratio,
                 sketch_w.failures,
                 excess.max(0.0),
-                box_w.ratio,
-                box_w.failures,
             ),
         )
     }

@@ -16,11 +16,8 @@
 //! so that every token's score as the certified decode computes it lies between them.
 
 use super::{i64_of, load_run, pages_of};
-use crate::{certified, page_meta, scalar_of, KernelGenError};
-use entkv_abi::{
-    page_bounds_entry, page_score_box_entry, sketch_levels, BoxScoreTile, PagedSpec, BOX_ERROR_MARGIN,
-    BOX_SKETCH_BITS, SKETCH_ABS_SLACK, SKETCH_REL_SLACK,
-};
+use crate::{certified, scalar_of, KernelGenError};
+use entkv_abi::{page_bounds_entry, page_score_box_entry, BoxScoreTile, PagedSpec};
 use entkv_dsl::*;
 
 /// `page_score_box`: grid (page blocks, kv heads, batch).
@@ -47,13 +44,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     };
     let mut k = KernelBuilder::new(name, tile.threads);
     let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
-    // The rigorous bounds read the page box sketch (a quarter of the bytes), the top-k scores
-    // the exact bounds (Quest's ranking).
-    let meta = if rigorous {
-        Meta::Sketch(k.buffer("meta_box", Scalar::U32, Access::Read))
-    } else {
-        Meta::Exact(k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read))
-    };
+    let meta = k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read);
     let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
     let slopes = spec
@@ -138,54 +129,25 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
             }
         }
         // All metadata loads of the CTA's pages first, so they are in flight together.
-        let mut loaded = Vec::new();
+        let mut pages_v = Vec::new();
         for r in 0..tile.pages_per_group {
             let j = k.let_("j", first + lg + (r * lane_groups) as i32);
             let valid = k.let_("valid", j.lt(scored));
             // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
             let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
-            let ph = k.let_("ph", i64_of(phys) * i64_of(kv_heads) + i64_of(kvh));
-            let rows = match meta {
-                Meta::Exact(buf) => {
-                    let at = k.let_("meta_at", ph * (2 * d) as i64 + i64_of(sub * dims));
-                    let lo = load_run(k, "kmin", buf, at.e(), dims);
-                    let hi = load_run(k, "kmax", buf, at + d as i64, dims);
-                    Rows::Exact(lo, hi)
-                }
-                Meta::Sketch(buf) => {
-                    let w = spec.box_row_words() as i64;
-                    // 8 codes a word: a lane of 4 dims (f32 keys) shares its word with the next.
-                    // One 64-byte block a (page, head): the three loads hit one DRAM burst.
-                    let words = dims.div_ceil(8);
-                    let block = k.let_("box_block", ph * spec.box_block_words() as i64);
-                    let at = k.let_("box_at", block + i64_of((sub * dims) / 8u32));
-                    let lo = load_run(k, "bmin", buf, at.e(), words);
-                    let hi = load_run(k, "bmax", buf, at + w, words);
-                    let range = load_run(k, "brange", buf, block + 2 * w, 2);
-                    Rows::Sketch(lo, hi, range)
-                }
-            };
-            loaded.push((j, valid, rows));
-        }
-        // Sketch rows decode once every load is in flight: `b̂_i = fma(code_i, step, min)` on
-        // each row's grid, and `E` bounds `|b_i − b̂_i|` on both rows (`entkv_abi::meta`).
-        let mut pages_v = Vec::new();
-        for (j, valid, rows) in loaded {
-            let (lo, hi, err) = match rows {
-                Rows::Exact(lo, hi) => (lo, hi, None),
-                Rows::Sketch(lo_words, hi_words, range) => {
-                    let (lo, e_lo) = decode_box_row(k, &lo_words, range[0], sub, dims);
-                    let (hi, e_hi) = decode_box_row(k, &hi_words, range[1], sub, dims);
-                    (lo, hi, Some(k.let_("box_err", e_lo.max(e_hi))))
-                }
-            };
-            pages_v.push((j, valid, lo, hi, err));
+            let at = k.let_(
+                "meta_at",
+                (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * (2 * d) as i64 + i64_of(sub * dims),
+            );
+            let lo = load_run(k, "kmin", meta, at.e(), dims);
+            let hi = load_run(k, "kmax", meta, at + d as i64, dims);
+            pages_v.push((j, valid, lo, hi));
         }
         // Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims, per (page, head); for the
         // rigorous bounds also Σ_i min(…) and the slack's magnitude Σ_i |q_i|·(max(|min_i|,
         // |max_i|) + 1).
         let mut partial = Vec::new();
-        for (_, _, lo, hi, err) in &pages_v {
+        for (_, _, lo, hi) in &pages_v {
             for qg in &qs {
                 let dot = |upper: bool| {
                     qg.iter()
@@ -198,28 +160,21 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                 partial.push((Reduce::Sum, dot(true)));
                 if rigorous {
                     partial.push((Reduce::Sum, dot(false)));
-                    // Keys lie within `err` of the decoded rows: `|k_i| ≤ max(|b̂|) + err`.
-                    let one = err.map_or(f32c(1.0), |e| e + 1.0f32);
                     let mag = qg
                         .iter()
                         .zip(lo.iter().zip(hi))
                         .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
-                            fma(qx.abs(), mn.f32().abs().max(mx.f32().abs()) + one.clone(), acc)
+                            fma(qx.abs(), mn.f32().abs().max(mx.f32().abs()) + 1.0f32, acc)
                         });
                     partial.push((Reduce::Sum, mag));
-                    if let Some(e) = err {
-                        // `err·Σ|q'_i|`: each dimension's key can sit `err` beyond its row.
-                        let q_abs = qg.iter().fold(f32c(0.0), |acc, qx| acc + qx.abs());
-                        partial.push((Reduce::Sum, q_abs * *e));
-                    }
                 }
             }
         }
-        let per_head = if rigorous { 4 } else { 1 };
+        let per_head = if rigorous { 3 } else { 1 };
         let dots = k.warp_allreduce_width(&partial, lanes);
         let slack = certified::slack(d);
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
-        for (r, (j, valid, _, _, _)) in pages_v.iter().enumerate() {
+        for (r, (j, valid, _, _)) in pages_v.iter().enumerate() {
             // The page's last token sits at (j+1)·P − 1, its first at j·P, the query at len − 1.
             let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
             let at = |g: usize, i: usize| dots[(r * group as usize + g) * per_head + i].e();
@@ -236,10 +191,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                         }
                         None => (at(g, 0), at(g, 1), f32c(0.0)),
                     };
-                    let widen = k.let_(
-                        "widen",
-                        fma(at(g, 2), slack, alibi_mag * (2.0f64).powi(-20)) + at(g, 3),
-                    );
+                    let widen = k.let_("widen", fma(at(g, 2), slack, alibi_mag * (2.0f64).powi(-20)));
                     upper = upper.max(u + widen);
                     low = low.min(l - widen);
                 }
@@ -266,50 +218,4 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         }
     });
     Ok(k.finish()?)
-}
-
-/// Which page metadata a pass reads.
-#[derive(Clone, Copy)]
-enum Meta {
-    /// `meta_bounds`: the exact min and max rows (K dtype).
-    Exact(Buf),
-    /// `meta_box`: the page box sketch.
-    Sketch(Buf),
-}
-
-/// One page's loaded metadata (this lane's dimensions).
-enum Rows {
-    Exact(Vec<Var>, Vec<Var>),
-    /// Code words of the min and max rows, and the two range words.
-    Sketch(Vec<Var>, Vec<Var>, Vec<Var>),
-}
-
-/// This lane's `dims` decoded values of a box sketch row (`words` from word `sub·dims/8`) and
-/// the row's error bound `E`, doubled term by term (`entkv_abi::BOX_ERROR_MARGIN`).
-fn decode_box_row(k: &mut KernelBuilder, words: &[Var], range: Var, sub: Var, dims: u32) -> (Vec<Var>, Var) {
-    let bits = BOX_SKETCH_BITS;
-    let (lo, hi) = page_meta::unpack_range(k, range);
-    let step = k.let_("box_step", page_meta::emit_sketch_step(bits, lo, hi));
-    let m = BOX_ERROR_MARGIN;
-    let err = k.let_(
-        "box_row_err",
-        step * (0.5 * m)
-            + (hi - lo) * (m * SKETCH_REL_SLACK)
-            + lo.abs().max(hi.abs()) * (m * (2.0f64).powi(-23))
-            + m * SKETCH_ABS_SLACK,
-    );
-    // The first code of this lane sits at bit `4·(sub·dims mod 8)` of its first word.
-    let shift0 = if dims % 8 == 0 {
-        u32c(0)
-    } else {
-        ((sub * dims) % 8u32) * bits
-    };
-    let vals = (0..dims)
-        .map(|t| {
-            let word = words[(t / 8) as usize];
-            let code = (word >> (shift0.clone() + (t % 8) * bits)) & sketch_levels(bits);
-            k.let_("box_v", fma(code.f32(), step, lo))
-        })
-        .collect();
-    (vals, err)
 }
