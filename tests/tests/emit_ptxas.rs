@@ -66,24 +66,28 @@ fn check_specs(specs: &[PagedSpec], check_ptxas: bool) -> Vec<String> {
     failures
 }
 
-#[test]
-fn every_module_assembles_without_spills() {
-    let check_ptxas = ptxas_available();
-    let specs = specs();
-    // Two workers (CI has two cores); kernels are built inside each worker.
-    let failures: Vec<String> = std::thread::scope(|s| {
+/// `check` over `specs` on two workers (CI has two cores; kernels are built inside each), the
+/// failures of both.
+fn on_two_workers(specs: &[PagedSpec], check: impl Fn(&[PagedSpec]) -> Vec<String> + Sync) -> Vec<String> {
+    std::thread::scope(|s| {
         let workers: Vec<_> = (0..2)
             .map(|w| {
                 let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(2).copied().collect();
-                s.spawn(move || check_specs(&mine, check_ptxas))
+                let check = &check;
+                s.spawn(move || check(&mine))
             })
             .collect();
         workers
             .into_iter()
             .flat_map(|h| h.join().expect("worker"))
             .collect()
-    });
-    assert_no_spills(failures);
+    })
+}
+
+#[test]
+fn every_module_assembles_without_spills() {
+    let check_ptxas = ptxas_available();
+    assert_no_spills(on_two_workers(&specs(), |mine| check_specs(mine, check_ptxas)));
 }
 
 /// The certified family with head-bound sharing flipped from its default tile (the tuner times
@@ -101,33 +105,21 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
     specs.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 4, DType::BF16).unwrap(), 16, false, 4).unwrap());
     // α only changes constants: one α is enough.
     specs.retain(|s| s.decode.alpha.value() == 1.5 && s.decode.group <= entkv_abi::MAX_SHARE_BOUND_GROUP);
-    let failures: Vec<String> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|w| {
-                let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(2).copied().collect();
-                s.spawn(move || {
-                    let mut failures = Vec::new();
-                    for spec in &mine {
-                        let def = DenseTile::default_certified(spec);
-                        let tile = TileConfig::Dense(DenseTile {
-                            share_bound: !def.share_bound,
-                            ..def
-                        });
-                        let kernels = family_kernels(KernelFamily::DecodeCertified, spec, &tile).unwrap();
-                        let module = KernelModule {
-                            name: "decode_certified",
-                            kernels,
-                        };
-                        failures.extend(assemble_module(&module, check_ptxas));
-                    }
-                    failures
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|h| h.join().expect("worker"))
-            .collect()
+    let failures = on_two_workers(&specs, |mine| {
+        let mut failures = Vec::new();
+        for spec in mine {
+            let def = DenseTile::default_certified(spec);
+            let tile = TileConfig::Dense(DenseTile {
+                share_bound: !def.share_bound,
+                ..def
+            });
+            let module = KernelModule {
+                name: "decode_certified",
+                kernels: family_kernels(KernelFamily::DecodeCertified, spec, &tile).unwrap(),
+            };
+            failures.extend(assemble_module(&module, check_ptxas));
+        }
+        failures
     });
     assert_no_spills(failures);
 }
