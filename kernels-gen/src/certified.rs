@@ -75,6 +75,16 @@ pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelG
     Ok(k.finish()?)
 }
 
+/// The kernels a tile adds to the certified family's: [`init_kernel`] when its splits share
+/// head bounds, none otherwise.
+pub fn tile_extra_kernels(spec: &PagedSpec, tile: &DenseTile) -> Result<Vec<Kernel>, KernelGenError> {
+    if tile.share_bound {
+        Ok(vec![init_kernel(spec, tile)?])
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 /// [`select_kernel`] without rescoring, for checks: its candidates carry their sketch bounds,
 /// which must hold against every token's float64 score. Entry [`unrefined_entry`].
 pub fn unrefined_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {

@@ -97,9 +97,7 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         certified::selected_select_kernel(spec, &cert)?,
         certified::rest_select_kernel(spec, &cert)?,
     ];
-    if cert.share_bound {
-        select.push(certified::init_kernel(spec, &cert)?);
-    }
+    select.extend(certified::tile_extra_kernels(spec, &cert)?);
     out.push(KernelModule {
         name: "select_certified",
         kernels: select,
@@ -169,9 +167,7 @@ pub fn family_kernels(
                 certified::selected_select_kernel(spec, t)?,
                 certified::rest_select_kernel(spec, t)?,
             ];
-            if t.share_bound {
-                kernels.push(certified::init_kernel(spec, t)?);
-            }
+            kernels.extend(certified::tile_extra_kernels(spec, t)?);
             kernels
         }
         _ => unreachable!("TileConfig::check matched family and tile"),

@@ -66,6 +66,7 @@ pub fn decode_pipeline(
     sm_count: u32,
 ) -> Result<Pipeline, KernelGenError> {
     let plan = decode_calls(kind, spec, tile, shape, max_tokens, sm_count)?;
+    // `attach` finds each call's kernel by name, so the order here does not matter.
     let kernels: Vec<Kernel> = match kind {
         DecodeKind::Dense => decode::paged_kernels(spec, tile, false)?.into(),
         DecodeKind::Sparse => decode::paged_kernels(spec, tile, true)?.into(),
@@ -78,15 +79,10 @@ pub fn decode_pipeline(
             certified::selected_select_kernel(spec, tile)?,
             certified::decode_kernel(spec, tile)?,
         ],
-    };
-    let init = matches!(kind, DecodeKind::Certified | DecodeKind::CertifiedSelected) && tile.share_bound;
-    let kernels = if init {
-        std::iter::once(certified::init_kernel(spec, tile)?)
-            .chain(kernels)
-            .collect()
-    } else {
-        kernels
-    };
+    }
+    .into_iter()
+    .chain(certified::tile_extra_kernels(spec, tile)?)
+    .collect();
     attach(plan, kernels)
 }
 
@@ -105,9 +101,7 @@ pub fn certified_bounds_pipeline(
     let pass = plan.calls.last_mut().expect("a score pass");
     pass.entry = certified::unrefined_entry(spec, tile);
     let mut kernels = vec![certified::unrefined_select_kernel(spec, tile)?];
-    if tile.share_bound {
-        kernels.insert(0, certified::init_kernel(spec, tile)?);
-    }
+    kernels.extend(certified::tile_extra_kernels(spec, tile)?);
     attach(plan, kernels)
 }
 

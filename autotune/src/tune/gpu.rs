@@ -522,8 +522,9 @@ impl GpuBackend {
             return Ok(Vec::new());
         };
         if w.data == DataKind::Peaked {
-            // Large caches are generated on the device, iid normal (BENCH.md `paper`); peaked keys
-            // are a host generator, used in verification.
+            // Buckets are timed on caches generated on the device: iid normal (BENCH.md `paper`),
+            // and page-coherent ones for the runs that ask for them (`runs_for`); a `peaked`
+            // workload is the host cases' data, used in verification.
             return Err(EvalError::Invalid(
                 "timing runs on device-generated iid normal keys; `peaked` is verified, not timed".into(),
             ));
