@@ -1,6 +1,7 @@
-//! Page metadata (`page_meta`): the kernels that keep `meta_bounds`, `meta_moments` and `sketch`
-//! (layouts in `crate::paged`) for the full pages of the cache, and the exact definition of the
-//! quantized key sketch that every consumer decodes.
+//! Page metadata (`page_meta`): the kernels that keep `meta_bounds`, `meta_moments`, `sketch`
+//! and the page box sketch `meta_box` (layouts in `crate::paged`) for the full pages of the
+//! cache, and the exact definitions of the quantized key sketch and of the page box sketch that
+//! every consumer decodes.
 //!
 //! 1. `page_meta_build`, grid (list entries, kv heads): for every physical page in a list
 //!    (`pages`, i32, e.g. every full page after prefill, see [`full_pages`]) and every KV head,
@@ -14,8 +15,8 @@
 //! bytes, reduced in registers, shuffles and (for more than one warp) shared memory, and the
 //! sketch is quantized from the same registers. Per (page, head) it reads `P·d·s` bytes of K
 //! (`s` = K dtype size) and writes `4·d·s` bytes of metadata and `P·d·bits/8` of sketch codes
-//! (plus `4·P` of range words at 4 bits): at P = 16, d = 32, f16, 4 bits, 1024 B read and 576 B
-//! written ([`meta_bytes`]); the update
+//! (plus `4·P` of range words at 4 bits) and a `meta_box` block (64 bytes at d = 32): at
+//! P = 16, d = 32, f16, 4 bits, 1024 B read and 640 B written ([`meta_bytes`]); the update
 //! also reads 8 bytes per (sequence, head) (its length and block-table entry).
 //!
 //! ## Statistics (spec §2.3), per dimension `i` over the page's `P` keys
@@ -53,6 +54,24 @@
 //! decoder's `step` itself is off by up to 2⁻¹⁵⁰, i.e. `L·step` by up to `2⁻¹⁴²`. A constant
 //! dimension (`max = min`) has `step = 0`, code 0 and `k̂ = k` exactly.
 //!
+//! ## The page box sketch (`meta_box`)
+//! Per (page, head) the min row `min_i` and the max row `max_i` above (stored K-dtype values,
+//! exact in f32), each as 4-bit codes on the row's own grid: `lo`, `hi` = the row's smallest
+//! and largest value rounded outward to bf16 (a range word, [`pack_sketch_range`]),
+//! `s = (hi − lo)·c_4` ([`sketch_step`], f32), grid values `g(c) = lo + c·s` (exact
+//! arithmetic). The codes are rounded *outward*, so the decoded box contains the page's keys:
+//!
+//! ```text
+//! g(cmin_i) ≤ min_i + ε        g(cmax_i) ≥ max_i − ε        ε = BOX_CODE_SLACK·(hi − lo)
+//! ```
+//!
+//! (`cmin_i = ⌊(min_i − lo)/s⌋`, `cmax_i = min(⌈(max_i − lo)/s⌉, 15)`, 0 when `s = 0`;
+//! [`box_row`] is the exact encoder). `ε = 2⁻²⁰·(hi − lo)` covers the device encoder's f32
+//! quotient (three roundings: at most `3.0001·2⁻²⁴·15` of a step off) and the clamp (`15·s`
+//! falls short of `hi − lo` by at most `2⁻²³·(hi − lo)`). Every key of the page lies in
+//! `[lo_min, hi_max]` (the min row's `lo`, the max row's `hi`). Bounds over the box need no
+//! other error term, and cost a reader integer dot products of the codes (`page_bounds`).
+//!
 //! At 4 bits the grid is per token (`crate::paged`): `min_i`, `max_i` above are, for every
 //! dimension, the token's range word unpacked ([`pack_sketch_range`]: its min rounded down and
 //! its max rounded up to bf16). Nothing in the argument above needs the range to be per
@@ -80,6 +99,11 @@ pub const SKETCH_REL_SLACK: f64 = 1.0 / 4_194_304.0;
 pub const SKETCH_ABS_SLACK: f64 = f32::MIN_POSITIVE as f64;
 
 const KERNEL: &str = "page_meta";
+
+/// Bits a code of the page box sketch (`meta_box`; see the module docs).
+pub const BOX_BITS: u32 = 4;
+/// `ε/(hi − lo)` of the page box sketch's outward codes (module docs): `2⁻²⁰`.
+pub const BOX_CODE_SLACK: f64 = 1.0 / 1_048_576.0;
 
 /// Tile of both metadata kernels: one CTA per (page, head) block of `P·d` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -159,18 +183,19 @@ fn buf(name: &'static str, elem: Elem, writes: bool) -> ArgSpec {
     }
 }
 
-/// The three outputs, in the order both kernels take them.
-fn meta_outputs(spec: &PagedSpec) -> [ArgSpec; 3] {
+/// The four outputs, in the order both kernels take them.
+fn meta_outputs(spec: &PagedSpec) -> [ArgSpec; 4] {
     let kd = spec.decode.kv_dtype.into();
     [
         buf("meta_bounds", kd, true),
         buf("meta_moments", kd, true),
         buf("sketch", Elem::U32, true),
+        buf("meta_box", Elem::U32, true),
     ]
 }
 
-/// `page_meta_build(k_pool, pages, meta_bounds, meta_moments, sketch, num_list)`: `pages[e]`
-/// for `e < num_list` are the physical pages to build.
+/// `page_meta_build(k_pool, pages, meta_bounds, meta_moments, sketch, meta_box, num_list)`:
+/// `pages[e]` for `e < num_list` are the physical pages to build.
 pub fn meta_build_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     let mut v = vec![
         buf("k_pool", spec.decode.kv_dtype.into(), false),
@@ -185,7 +210,7 @@ pub fn meta_build_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
 }
 
 /// `page_meta_update(k_pool, block_table, seq_lens, meta_bounds, meta_moments, sketch,
-/// max_pages)`.
+/// meta_box, max_pages)`.
 pub fn meta_update_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     let mut v = vec![
         buf("k_pool", spec.decode.kv_dtype.into(), false),
@@ -273,7 +298,8 @@ pub fn completed_pages(
 pub fn meta_bytes(spec: &PagedSpec) -> (u64, u64) {
     let (p, d) = (spec.page_size as u64, spec.decode.head_dim as u64);
     let s = spec.decode.kv_dtype.size_bytes() as u64;
-    (p * d * s, 4 * d * s + 4 * spec.sketch_block_words() as u64)
+    let written = 4 * d * s + 4 * (spec.sketch_block_words() + spec.box_block_words()) as u64;
+    (p * d * s, written)
 }
 
 /// `2^bits − 1`, the largest code.
@@ -323,6 +349,36 @@ fn bf16_bits_outward(x: f32, up: bool) -> u32 {
     }
 }
 
+/// The page box sketch of one bound row (`vals`, the row's f32 values; `up`: the max row, whose
+/// codes round up, else the min row, whose codes round down): its range word and its `d` codes,
+/// exactly as the module docs define them (in f64, so the guarantee holds with `ε = 0`).
+pub fn box_row(vals: &[f32], up: bool) -> (u32, Vec<u32>) {
+    let lo = vals.iter().fold(f32::INFINITY, |m, &v| m.min(v));
+    let hi = vals.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let word = pack_sketch_range(lo, hi);
+    let (glo, ghi) = unpack_sketch_range(word);
+    let step = sketch_step(BOX_BITS, glo, ghi) as f64;
+    let top = sketch_levels(BOX_BITS) as f64;
+    let codes = vals
+        .iter()
+        .map(|&v| {
+            if step == 0.0 {
+                return 0;
+            }
+            let t = (v as f64 - glo as f64) / step;
+            (if up { t.ceil() } else { t.floor() }).clamp(0.0, top) as u32
+        })
+        .collect();
+    (word, codes)
+}
+
+/// The value `g(c) = lo + c·s` of code `code` on the grid of range word `word` (module docs), in
+/// f64 (exact: `s` is an f32 and `c ≤ 15`).
+pub fn box_grid_value(word: u32, code: u32) -> f64 {
+    let (lo, hi) = unpack_sketch_range(word);
+    lo as f64 + code as f64 * sketch_step(BOX_BITS, lo, hi) as f64
+}
+
 /// The guaranteed `|k_i − k̂_i|` bound: `step/2 + 2⁻²²·(max − min) + 2⁻¹²⁶` (in f64).
 pub fn sketch_error_bound(step: f32, min: f32, max: f32) -> f64 {
     0.5 * step as f64 + SKETCH_REL_SLACK * (max as f64 - min as f64) + SKETCH_ABS_SLACK
@@ -355,7 +411,11 @@ mod tests {
         let (b, u) = meta_entry_names(&s, &t);
         assert_eq!(b, "page_meta_build__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
         assert_eq!(u, "page_meta_update__a1p5_d32_g1_f16q_f16kv_f32o_p16_nb_s4__t32");
-        assert_eq!(meta_bytes(&s), (1024, 576));
+        assert_eq!(meta_bytes(&s), (1024, 576 + 64));
+        assert_eq!(
+            (s.box_code_words(), s.box_block_words(), s.box_read_bytes()),
+            (8, 16, 64)
+        );
     }
 
     #[test]
@@ -389,6 +449,7 @@ mod tests {
                 "meta_bounds",
                 "meta_moments",
                 "sketch",
+                "meta_box",
                 "num_list"
             ]
         );
@@ -400,8 +461,8 @@ mod tests {
             }
         );
         let u = meta_update_signature(&s);
-        assert_eq!(u.len(), 7);
-        assert_eq!(u[6].kind, ArgKind::I32);
+        assert_eq!(u.len(), 8);
+        assert_eq!(u[7].kind, ArgKind::I32);
         let shape = PagedShape {
             batch: 3,
             kv_heads: 4,
@@ -437,6 +498,47 @@ mod tests {
             Vec::<i32>::new()
         );
         assert!(full_pages(&s, &shape, &[49, 1, 1], &bt).is_err());
+    }
+
+    #[test]
+    fn box_rows_round_outward_and_tight() {
+        let rows: [&[f32]; 4] = [
+            &[-1.25, 0.3, 2.0, -0.7, 1.1, 1.1, -2.9, 0.0],
+            &[0.5; 8],
+            &[-3.0, -1.0e-3, -2.5, -0.125, -1.75, -3.0, -0.5, -2.0],
+            &[1.0e-3, 7.5, 3.25, 60000.0, 0.0, 12.0, 5.0, 9.0],
+        ];
+        for vals in rows {
+            for up in [false, true] {
+                let (word, codes) = box_row(vals, up);
+                let step = {
+                    let (lo, hi) = unpack_sketch_range(word);
+                    sketch_step(BOX_BITS, lo, hi) as f64
+                };
+                for (&v, &c) in vals.iter().zip(&codes) {
+                    let g = box_grid_value(word, c);
+                    assert!(c <= 15);
+                    // Outward, and one step from the value at most (tight).
+                    if up {
+                        assert!(
+                            g >= v as f64
+                                && (c == 0 || step == 0.0 || box_grid_value(word, c - 1) < v as f64),
+                            "{v} {c}"
+                        );
+                    } else {
+                        assert!(
+                            g <= v as f64
+                                && (c == 15 || step == 0.0 || box_grid_value(word, c + 1) > v as f64),
+                            "{v} {c}"
+                        );
+                    }
+                    assert!((g - v as f64).abs() <= step, "{v} {g}");
+                }
+            }
+        }
+        // A constant row: step 0, every code 0, the exact value.
+        let (word, codes) = box_row(&[0.5; 8], true);
+        assert!(codes.iter().all(|&c| c == 0) && box_grid_value(word, 0) == 0.5);
     }
 
     #[test]

@@ -34,6 +34,13 @@
 //!     (`crate::meta::pack_sketch_range`): `lo_i`, `hi_i` are those for every dimension, so a
 //!     consumer needs no per-page terms. `PagedSpec::sketch_code_at` / `sketch_range_at`
 //!     address them.
+//! - `meta_box`: u32, one 64-byte-aligned block per (page, KV head), the *page box sketch*:
+//!   `meta_bounds`' min and max rows as 4-bit codes rounded outward on each row's own grid
+//!   (`crate::meta` defines it). Words `2j`, `2j + 1` hold the min and the max codes of
+//!   dimensions `8j .. 8j + 8` (so one 8-byte load gives a lane both rows of its dimensions),
+//!   then come the two rows' range words, padded to a multiple of 16 words: at d = 32, 40 bytes
+//!   of data in one 64-byte block (two DRAM sectors) against `meta_bounds`' 128. The rigorous
+//!   page bounds of certified pruning (`page_bounds`) read it. `PagedSpec::box_*` address it.
 //!
 //! Metadata is defined for *full* pages. The last page of a sequence is never scored: every
 //! selector attends it in full, so its (possibly partial, possibly stale) metadata is never read.
@@ -118,6 +125,21 @@ impl PagedSpec {
     pub fn sketch_block_words(&self) -> u32 {
         self.page_size * (self.sketch_words() + u32::from(self.sketch_token_grid()))
     }
+    /// u32 words of the codes of one (page, KV head) block of `meta_box`: both rows,
+    /// interleaved a word each (`head_dim/8` words a row).
+    pub fn box_code_words(&self) -> u32 {
+        2 * self.decode.head_dim * crate::meta::BOX_BITS / 32
+    }
+    /// u32 words of one (page, KV head) block of `meta_box`: the codes, the min row's and the
+    /// max row's range words (at [`PagedSpec::box_code_words`]), padded to 64 bytes.
+    pub fn box_block_words(&self) -> u32 {
+        (self.box_code_words() + 2).next_multiple_of(16)
+    }
+    /// Bytes of `meta_box` a (page, KV head) costs a reader: its block's data rounded up to
+    /// 32-byte DRAM sectors (blocks are 64-byte aligned), 64 at d = 32.
+    pub fn box_read_bytes(&self) -> u32 {
+        (4 * (self.box_code_words() + 2)).next_multiple_of(32)
+    }
     /// Bytes of sketch a token: its codes, and its range word on a per-token grid.
     pub fn sketch_bytes_per_token(&self) -> u32 {
         4 * self.sketch_block_words() / self.page_size
@@ -157,6 +179,10 @@ impl PagedShape {
     /// Elements of `meta_bounds` (and `meta_moments`).
     pub fn meta_elems(&self, spec: &PagedSpec) -> u64 {
         self.num_pages as u64 * self.kv_heads as u64 * 2 * spec.decode.head_dim as u64
+    }
+    /// u32 words of `meta_box` (a block a (page, KV head)).
+    pub fn box_words(&self, spec: &PagedSpec) -> u64 {
+        self.num_pages as u64 * self.kv_heads as u64 * spec.box_block_words() as u64
     }
     /// u32 words of `sketch`.
     pub fn sketch_words(&self, spec: &PagedSpec) -> u64 {

@@ -5,7 +5,7 @@
 //! engine's device pointers and launches the entries from a bundle's PTX.
 //!
 //! Canonical buffer names: inputs `q`, `k_pool`, `v_pool`, `block_table`, `seq_lens`,
-//! `alibi_slopes` (with ALiBi); metadata `meta_bounds`, `meta_moments`, `sketch` (and
+//! `alibi_slopes` (with ALiBi); metadata `meta_bounds`, `meta_moments`, `sketch`, `meta_box` (and
 //! `meta_pages`, the page list a build takes); selections `sel_pages`, `sel_count`; outputs
 //! `out`, `tau`, `support`, `kept`; everything else is workspace.
 
@@ -412,6 +412,7 @@ fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {
         BufferSpec::new("meta_bounds", kv, shape.meta_elems(spec)),
         BufferSpec::new("meta_moments", kv, shape.meta_elems(spec)),
         BufferSpec::new("sketch", Elem::U32, shape.sketch_words(spec)),
+        BufferSpec::new("meta_box", Elem::U32, shape.box_words(spec)),
     ]
 }
 
@@ -434,6 +435,7 @@ pub fn meta_build_calls(
                 buf("meta_bounds"),
                 buf("meta_moments"),
                 buf("sketch"),
+                buf("meta_box"),
                 ArgRef::I32(pages as i32),
             ],
         });
@@ -461,6 +463,7 @@ pub fn meta_update_calls(
                 buf("meta_bounds"),
                 buf("meta_moments"),
                 buf("sketch"),
+                buf("meta_box"),
                 ArgRef::I32(shape.max_pages as i32),
             ],
         }],
@@ -544,7 +547,7 @@ pub fn certified_prune_calls(
 ) -> Result<PipelinePlan, SpecError> {
     box_tile.check(spec)?;
     sel_tile.check(spec)?;
-    let mut a1 = page_pass_args(spec, "meta_bounds");
+    let mut a1 = page_pass_args(spec, "meta_box");
     a1.extend([
         buf("page_ub"),
         buf("page_lb_max"),

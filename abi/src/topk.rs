@@ -216,8 +216,9 @@ impl SelectTopkTile {
 
 /// `page_bounds__<spec+sketch>__<tile>`: the box bounds of `page_score_box` made rigorous for
 /// the certified decode (upper and lower, with rounding slack, in its `(α − 1)·score` units).
-/// The sketch width is in the name because the bounds go with the certified family's bundle
-/// rows, not because the kernel reads the sketch.
+/// It reads the page box sketch (`meta_box`, `crate::meta`) instead of `meta_bounds`: half the
+/// bytes, and integer dot products. The sketch width is in the name because the bounds go with
+/// the certified family's bundle rows, not because the kernel reads the key sketch.
 pub fn page_bounds_entry(spec: &PagedSpec, tile: &BoxScoreTile) -> String {
     format!("page_bounds__{}__{}", spec.sketch_tag(), tile.tag())
 }

@@ -167,6 +167,9 @@ pub struct StepSizes {
     /// Whether the certified pass reads each page's min and max for its sketch grid (8 bits;
     /// a per-token grid carries its own).
     pub sketch_page_bounds: bool,
+    /// Bytes of the page box sketch a (page, KV head) that page pruning reads (`meta_box`:
+    /// both code rows and their range words, in whole 32-byte sectors).
+    pub box_sketch_bytes: u64,
 }
 
 impl StepSizes {
@@ -186,6 +189,7 @@ impl StepSizes {
             sketch_bits: spec.sketch_bits as u64,
             sketch_token_bytes: spec.sketch_bytes_per_token() as u64,
             sketch_page_bounds: !spec.sketch_token_grid(),
+            box_sketch_bytes: spec.box_read_bytes() as u64,
         }
     }
 
@@ -280,12 +284,12 @@ pub mod step_bytes {
         certified_over(s, s.scored_pages(), kept_rows, support_rows)
     }
 
-    /// Certified-exact after page pruning: both bounds of every scored page (the pruning pass),
-    /// then what [`certified`] moves for the selected full pages only (their bounds again: the
-    /// score pass reads them for the sketch's step).
+    /// Certified-exact after page pruning: the page box sketch of every scored page (the
+    /// pruning pass), then what [`certified`] moves for the selected full pages only (on the
+    /// 8-bit grid their bounds too: the score pass reads them for the sketch's step).
     pub fn certified_pruned(s: &StepSizes, selected_pages: u64, kept_rows: u64, support_rows: u64) -> u64 {
         let selected_full = selected_pages.saturating_sub(s.kv_rows());
-        box_bounds(s) + certified_over(s, selected_full, kept_rows, support_rows)
+        s.scored_pages() * s.box_sketch_bytes + certified_over(s, selected_full, kept_rows, support_rows)
     }
 
     /// The certified score pass over `full_pages` sketched pages (sketch, and both bounds of
@@ -421,6 +425,13 @@ mod tests {
         assert_eq!(
             step_bytes::certified(&s4, 12, support),
             8 * 16 * 20 + 4 * 8 * 64 + 12 * 64 + 10 * 64 + io
+        );
+        // Pruning: 8 scored pages × one 64-byte page box sketch block, then the certified pass
+        // over the 4 selected full pages.
+        assert_eq!(s4.box_sketch_bytes, 64);
+        assert_eq!(
+            step_bytes::certified_pruned(&s4, 4 + 4, 12, support),
+            8 * 64 + 4 * 16 * 20 + 4 * 8 * 64 + 12 * 64 + 10 * 64 + io
         );
         // K and V of every selected token.
         assert_eq!(step_bytes::softmax_topk(&s, 8), 8 * 128 + 2 * 96 * 64 + io);

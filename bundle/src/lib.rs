@@ -26,31 +26,15 @@ pub use writer::{BundleMeta, BundleWriter};
 
 /// The manifest schema this crate writes. Bumped on every change an older reader would misread
 /// or refuse; readers refuse versions outside [`OLDEST_SCHEMA_VERSION`]..=`SCHEMA_VERSION`
-/// ([`BundleError::Schema`]). Version 2 added the rows' optional `selector`; version 3 changed
-/// what 4-bit specs mean ([`TOKEN_GRID_SCHEMA_VERSION`]); version 4 added the certified tiles'
-/// optional `share_bound` and the `pruned` selector of certified rows
-/// ([`PER_WALK_SCHEMA_VERSION`]).
-pub const SCHEMA_VERSION: u32 = 4;
+/// ([`BundleError::Schema`]). History: 2 added the rows' optional `selector`, 3 the per-token
+/// 4-bit sketch grid, 4 the certified tiles' optional `share_bound` and the `pruned` selector,
+/// 5 the page box sketch (`page_meta` writes `meta_box`, `page_bounds` reads it).
+pub const SCHEMA_VERSION: u32 = 5;
 
-/// The oldest schema this crate reads: a version-1 manifest is a version-2 manifest without
-/// per-selector rows, read and re-serialized unchanged.
-pub const OLDEST_SCHEMA_VERSION: u32 = 1;
-
-/// The first schema whose rows may name a selector.
-pub const SELECTOR_SCHEMA_VERSION: u32 = 2;
-
-/// The first schema whose 4-bit specs use a per-token sketch grid (range words in the sketch,
-/// `entkv_abi::paged`) and whose certified kernels for them keep a workspace segment per warp.
-/// Older bundles with a 4-bit spec hold kernels for the per-page grid, which read today's
-/// sketch wrongly: they are refused ([`BundleError::StaleSketch`]); their 8-bit specs still load.
-pub const TOKEN_GRID_SCHEMA_VERSION: u32 = 3;
-
-/// The first schema whose dense tiles may carry `share_bound` (`entkv_abi::DenseTile`: the
-/// certified pass's splits share head bounds and the step launches `certified_init` first) and
-/// whose certified rows may name the `pruned` selector (the page-pruned walk's own tile). An
-/// older reader drops the field or fails on the value; a manifest that claims an older schema
-/// and carries either is refused.
-pub const PER_WALK_SCHEMA_VERSION: u32 = 4;
+/// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
+/// bundles take other metadata buffers (no page box sketch), so launching them with today's
+/// arguments would be undefined; they are refused with a request to rebuild.
+pub const OLDEST_SCHEMA_VERSION: u32 = 5;
 
 /// The manifest's file name inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -267,26 +251,19 @@ pub enum BundleError {
     },
     /// The manifest's `schema_version` is not one this reader supports.
     #[error(
-        "bundle schema version {found} is not supported (this reader supports versions {}–{supported})",
-        OLDEST_SCHEMA_VERSION
+        "bundle schema version {found} is not supported (this reader supports versions {}–{supported}){}",
+        OLDEST_SCHEMA_VERSION,
+        if *found < u64::from(OLDEST_SCHEMA_VERSION) {
+            ": its kernels predate this entkv's page metadata; rebuild it (`entkv bundle create` or `autotune`)"
+        } else {
+            ""
+        }
     )]
     Schema {
         /// The manifest's version.
         found: u64,
         /// [`SCHEMA_VERSION`].
         supported: u32,
-    },
-    /// A bundle older than [`TOKEN_GRID_SCHEMA_VERSION`] with a 4-bit spec: its kernels read
-    /// the old per-page sketch grid.
-    #[error(
-        "spec `{spec}` has a 4-bit sketch, and this bundle (schema {found}) predates the per-token \
-         4-bit grid (schema {TOKEN_GRID_SCHEMA_VERSION}): rebuild it (`entkv bundle create` or `autotune`)"
-    )]
-    StaleSketch {
-        /// The spec's sketch tag.
-        spec: String,
-        /// The manifest's schema version.
-        found: u32,
     },
     /// The manifest does not match the digest recorded next to it (it was edited).
     #[error("manifest digest mismatch: manifest_sha256 records {recorded}, the manifest hashes to {actual} (was manifest.json edited?)")]

@@ -261,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 5);
+            edit_manifest(&t.0, |m| m.schema_version = 6);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(5);
+            v["manifest"]["schema_version"] = serde_json::json!(6);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -272,16 +272,17 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 5,
-                    supported: 4
+                    found: 6,
+                    supported: 5
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 5") && e.to_string().contains("versions 1–4"),
+            e.to_string().contains("schema version 6") && e.to_string().contains("versions 5–5"),
             "{e}"
         );
+        assert!(!e.to_string().contains("rebuild"), "{e}");
     }
     // A future schema that changed everything else, and has no digest, is still `Schema`.
     let t = TempDir::new("future");
@@ -294,30 +295,29 @@ fn other_schema_versions_are_refused() {
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
             found: 7,
-            supported: 4
+            supported: 5
         }
     ));
-    // Version 1 (before per-selector rows) still reads, unless a row names a selector.
-    let t = TempDir::new("v1");
-    bundle().write_dir(&t.0).unwrap();
-    edit_manifest(&t.0, |m| m.schema_version = 1);
-    assert_eq!(Bundle::open(&t.0).unwrap().manifest().schema_version, 1);
-    let t = TempDir::new("v1-selector");
-    let mut w = writer_with(&[]);
-    w.add_row(TableRow {
-        selector: Some(Selector::Topk),
-        ..tuned_row(KernelFamily::DecodeSparse, &spec(), 1, 100, 1.0)
-    });
-    w.finish().unwrap().write_dir(&t.0).unwrap();
-    edit_manifest(&t.0, |m| m.schema_version = 1);
-    let e = Bundle::open(&t.0).unwrap_err();
-    assert!(e.to_string().contains("a selector needs schema version 2"), "{e}");
+    // Versions 1–4 predate the page box sketch: their `page_meta` and `page_bounds` kernels
+    // take other buffers, so they are refused with a request to rebuild.
+    for old in 1..OLDEST_SCHEMA_VERSION {
+        let t = TempDir::new("old");
+        bundle().write_dir(&t.0).unwrap();
+        edit_manifest(&t.0, |m| m.schema_version = old);
+        let e = Bundle::open(&t.0).unwrap_err();
+        assert!(
+            matches!(e, BundleError::Schema { found, .. } if found == old as u64),
+            "{e}"
+        );
+        assert!(e.to_string().contains("rebuild it"), "{e}");
+    }
 }
 
-/// Schema 4 added `share_bound` to dense tiles and the `pruned` selector: a schema-3 manifest
-/// without them still reads; one that claims schema 3 and carries either is refused by name.
+/// A tuned certified row may share head bounds (its tile carries `share_bound`, its entries end
+/// with `certified_init`) or serve the pruned walk (`selector: pruned`); both read back as
+/// written and resolve for their walk.
 #[test]
-fn shared_head_bounds_need_schema_4() {
+fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
     let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
     let f = KernelFamily::DecodeCertified;
     let build = |share: bool| {
@@ -350,26 +350,18 @@ fn shared_head_bounds_need_schema_4() {
         }
         w.finish().unwrap()
     };
-    let t = TempDir::new("v3-plain");
-    build(false).write_dir(&t.0).unwrap();
-    edit_manifest(&t.0, |m| m.schema_version = 3);
-    assert_eq!(Bundle::open(&t.0).unwrap().manifest().schema_version, 3);
-    let t = TempDir::new("v4-shared");
-    build(true).write_dir(&t.0).unwrap();
-    let b = Bundle::open(&t.0).unwrap();
-    assert!(b
-        .manifest()
-        .table
-        .iter()
-        .any(|r| r.entries.iter().any(|e| e.starts_with("certified_init"))));
-    edit_manifest(&t.0, |m| m.schema_version = 3);
-    let e = Bundle::open(&t.0).unwrap_err();
-    assert!(
-        e.to_string().contains("share_bound needs schema version 4"),
-        "{e}"
-    );
-    // A certified row of the pruned walk: read at schema 4, refused at 3, resolved for it.
-    let t = TempDir::new("v4-pruned");
+    for share in [false, true] {
+        let t = TempDir::new("shared");
+        build(share).write_dir(&t.0).unwrap();
+        let b = Bundle::open(&t.0).unwrap();
+        let init = b
+            .manifest()
+            .table
+            .iter()
+            .any(|r| r.entries.iter().any(|e| e.starts_with("certified_init")));
+        assert_eq!(init, share);
+    }
+    let t = TempDir::new("pruned");
     let mut w = writer_with(&[]);
     w.add_row(TableRow {
         selector: Some(Selector::Pruned),
@@ -380,40 +372,6 @@ fn shared_head_bounds_need_schema_4() {
     let tier = |sel| b.resolve(f, &spec(), 1000, sel).unwrap().tier;
     assert_eq!(tier(Some(Selector::Pruned)), Tier::Exact);
     assert_eq!(tier(None), Tier::Default, "the full walk keeps its own rows");
-    edit_manifest(&t.0, |m| m.schema_version = 3);
-    let e = Bundle::open(&t.0).unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("the pruned selector needs schema version 4"),
-        "{e}"
-    );
-}
-
-/// Before schema 3 a 4-bit spec meant the per-page sketch grid: such a bundle is refused with
-/// the reason, while one with 8-bit specs only still reads.
-#[test]
-fn bundles_before_the_token_grid_refuse_4_bit_specs() {
-    let t = TempDir::new("v2-8bit");
-    bundle().write_dir(&t.0).unwrap();
-    edit_manifest(&t.0, |m| m.schema_version = 2);
-    assert_eq!(Bundle::open(&t.0).unwrap().manifest().schema_version, 2);
-
-    let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
-    let mut w = BundleWriter::new(meta());
-    w.add_spec(s4);
-    for f in KernelFamily::ALL {
-        let entries = f.default_tile(&s4).entries(f, &s4).unwrap();
-        w.add_module(&module_name(f, &s4), fake_ptx(&entries), entries)
-            .unwrap();
-        w.add_row(default_row(f, &s4));
-    }
-    let t = TempDir::new("v2-4bit");
-    w.finish().unwrap().write_dir(&t.0).unwrap();
-    assert!(Bundle::open(&t.0).is_ok(), "schema 3 reads its own 4-bit spec");
-    edit_manifest(&t.0, |m| m.schema_version = 2);
-    let e = Bundle::open(&t.0).unwrap_err();
-    assert!(matches!(e, BundleError::StaleSketch { found: 2, .. }), "{e}");
-    assert!(e.to_string().contains("rebuild"), "{e}");
 }
 
 #[test]
@@ -447,7 +405,7 @@ fn bad_manifest_json_is_not_a_bundle() {
             "{\"manifest\": {}, \"manifest_sha256\": \"00\"}",
             "no schema_version",
         ),
-        ("{\"manifest\": {\"schema_version\": 1}}", "manifest_sha256"),
+        ("{\"manifest\": {\"schema_version\": 5}}", "manifest_sha256"),
     ] {
         std::fs::write(t.0.join(MANIFEST_FILE), text).unwrap();
         let e = Bundle::open(&t.0).unwrap_err();
@@ -457,7 +415,7 @@ fn bad_manifest_json_is_not_a_bundle() {
     // Right schema, wrong fields: Corrupt, naming the field.
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        "{\"manifest\": {\"schema_version\": 1}, \"manifest_sha256\": \"00\"}",
+        "{\"manifest\": {\"schema_version\": 5}, \"manifest_sha256\": \"00\"}",
     )
     .unwrap();
     let e = Bundle::open(&t.0).unwrap_err();
@@ -847,11 +805,11 @@ fn errors_name_the_problem() {
     let e = BundleError::MissingArtifact { file: "a.ptx".into() };
     assert!(e.to_string().contains("`a.ptx`"));
     let e = BundleError::Schema {
-        found: 3,
-        supported: 2,
+        found: 6,
+        supported: 5,
     };
     assert!(
-        e.to_string().contains("version 3") && e.to_string().contains("versions 1–2"),
+        e.to_string().contains("version 6") && e.to_string().contains("versions 5–5"),
         "{e}"
     );
 }

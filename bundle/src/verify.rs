@@ -3,8 +3,7 @@
 
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
-    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, PER_WALK_SCHEMA_VERSION, SCHEMA_VERSION,
-    SELECTOR_SCHEMA_VERSION, TOKEN_GRID_SCHEMA_VERSION,
+    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use entkv_abi::{
     check_group, check_head_dim, check_page_size, Alpha, PagedSpec, Selector, SUPPORTED_SKETCH_BITS,
@@ -189,12 +188,6 @@ pub(crate) fn check_consistency(
     let mut specs = BTreeMap::new();
     for s in &manifest.specs {
         check_spec(s).or_else(|e| corrupt(format!("spec `{}`: {e}", s.sketch_tag())))?;
-        if s.sketch_token_grid() && manifest.schema_version < TOKEN_GRID_SCHEMA_VERSION {
-            return Err(BundleError::StaleSketch {
-                spec: s.sketch_tag(),
-                found: manifest.schema_version,
-            });
-        }
         if specs.insert(s.sketch_tag(), s).is_some() {
             return corrupt(format!("spec `{}` is listed twice", s.sketch_tag()));
         }
@@ -237,28 +230,6 @@ pub(crate) fn check_consistency(
             )
         };
         check_row(row, &specs, &artifacts).or_else(|e| corrupt(format!("{}: {e}", at())))?;
-        let shares = matches!(row.tile, entkv_abi::TileConfig::Dense(t) if t.share_bound);
-        let what = if shares {
-            Some("a tile with share_bound")
-        } else if row.selector == Some(entkv_abi::Selector::Pruned) {
-            Some("the pruned selector")
-        } else {
-            None
-        };
-        if let Some(what) = what.filter(|_| manifest.schema_version < PER_WALK_SCHEMA_VERSION) {
-            return corrupt(format!(
-                "{}: {what} needs schema version {PER_WALK_SCHEMA_VERSION}, the manifest has {}",
-                at(),
-                manifest.schema_version
-            ));
-        }
-        if row.selector.is_some() && manifest.schema_version < SELECTOR_SCHEMA_VERSION {
-            return corrupt(format!(
-                "{}: a selector needs schema version {SELECTOR_SCHEMA_VERSION}, the manifest has {}",
-                at(),
-                manifest.schema_version
-            ));
-        }
         let g = groups.entry((row.family, row.spec.as_str())).or_default();
         match (row.source, row.bucket) {
             (RowSource::Default, Bucket::Any) => g.0 += 1,

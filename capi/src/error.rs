@@ -141,7 +141,6 @@ pub(crate) fn bundle_status(e: &BundleError) -> entkv_status {
         BundleError::Io { .. }
         | BundleError::NotABundle { .. }
         | BundleError::Schema { .. }
-        | BundleError::StaleSketch { .. }
         | BundleError::ManifestChanged { .. }
         | BundleError::MissingArtifact { .. }
         | BundleError::Checksum { .. }

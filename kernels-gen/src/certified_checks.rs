@@ -390,6 +390,30 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             KeyData::SketchWorst,
         ),
         mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
+        // Tokens at the page box's corners: the pruning's page bounds are tested where they
+        // are attained (f16 and f32 keys: 8 and 4 dims a lane of the box pass).
+        mk(
+            1.5,
+            32,
+            1,
+            16,
+            4,
+            DType::F16,
+            false,
+            vec![600, 17],
+            KeyData::BoxCorner,
+        ),
+        mk(
+            2.0,
+            64,
+            1,
+            16,
+            8,
+            DType::F32,
+            false,
+            vec![400],
+            KeyData::BoxCorner,
+        ),
         // Rows whose pruning bounds differ: each must use its own (a row mix-up drops support).
         mk(
             1.5,

@@ -19,9 +19,10 @@ use crate::program::{ArgRef, Program};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::{scalar_of, KernelGenError, KernelModule};
 use entkv_abi::{
-    completed_pages, full_pages, meta_build_geometry, meta_entry_names, meta_update_geometry,
-    pack_sketch_range, sketch_error_bound, sketch_inv_levels, sketch_levels, sketch_step, sketch_word_shift,
-    unpack_sketch_range, DType, DecodeSpec, MetaTile, PagedSpec, SpecError, META_CHUNK_DIMS, META_STD_FLOOR,
+    box_grid_value, box_row, completed_pages, full_pages, meta_build_geometry, meta_entry_names,
+    meta_update_geometry, pack_sketch_range, sketch_error_bound, sketch_inv_levels, sketch_levels,
+    sketch_step, sketch_word_shift, unpack_sketch_range, DType, DecodeSpec, MetaTile, PagedSpec, SpecError,
+    BOX_BITS, BOX_CODE_SLACK, META_CHUNK_DIMS, META_STD_FLOOR,
 };
 use entkv_dsl::*;
 use std::collections::BTreeSet;
@@ -41,6 +42,7 @@ struct MetaOut {
     bounds: Buf,
     moments: Buf,
     sketch: Buf,
+    page_box: Buf,
 }
 
 impl MetaOut {
@@ -50,16 +52,19 @@ impl MetaOut {
             bounds: k.buffer("meta_bounds", kd, Access::Write),
             moments: k.buffer("meta_moments", kd, Access::Write),
             sketch: k.buffer("sketch", Scalar::U32, Access::Write),
+            page_box: k.buffer("meta_box", Scalar::U32, Access::Write),
         }
     }
 }
 
 /// Shared memory of CTAs with more than one warp: the warps' partial statistics
-/// `[warp][min, max, mean, M2][d]` and the finished quantization parameters `[param][d]`.
+/// `[warp][min, max, mean, M2][d]`, the finished quantization parameters `[param][d]` and the
+/// page's bounds `[min, max][d]` (for the page box sketch).
 #[derive(Clone, Copy)]
 struct Scratch {
     partial: Buf,
     quant: Buf,
+    bounds: Buf,
 }
 
 /// Running statistics of one dimension over `n` keys (f32 registers).
@@ -126,12 +131,13 @@ fn finish_dim(k: &mut KernelBuilder, spec: &PagedSpec, s: &Stats) -> ([Expr; 4],
     let var = s.m2 * (1.0 / spec.page_size as f64);
     let std = k.let_("std", var.sqrt().max(META_STD_FLOOR));
     let stored = [s.min.cast(kd), s.max.cast(kd), s.mean.cast(kd), std.cast(kd)];
-    (stored, quant_for(k, spec, s.min, s.max))
+    (stored, quant_for(k, spec, spec.sketch_bits, s.min, s.max))
 }
 
-/// Quantization parameters of the grid `[min, max]` (f32 values a consumer reads back exactly).
-fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, min: Var, max: Var) -> Quant {
-    let step = k.let_("step", emit_sketch_step(spec.sketch_bits, min, max));
+/// Quantization parameters of the `bits`-bit grid `[min, max]` (f32 values a consumer reads
+/// back exactly).
+fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, bits: u32, min: Var, max: Var) -> Quant {
+    let step = k.let_("step", emit_sketch_step(bits, min, max));
     let positive = step.gt(0.0f32);
     let (inv, scale) = if needs_scale(spec) {
         let scale = k.let_("qscale", select(step.lt(TINY_STEP), SCALE_UP, 1.0));
@@ -146,14 +152,63 @@ fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, min: Var, max: Var) -> Qua
     }
 }
 
-/// The code of `x` (f32): `min(⌊(x − min)·scale·inv + 0.5⌋, 2^bits − 1)`.
-fn quantize(x: Var, q: &Quant, bits: u32) -> Expr {
+/// `(x − min)·scale·inv`: `x` in steps above the grid's bottom (f32).
+fn grid_offset(x: Var, q: &Quant) -> Expr {
     let a = x - q.min;
     let a = match q.scale {
         Some(s) => a * s,
         None => a,
     };
-    (a * q.inv + 0.5f32).cast(Scalar::U32).min(sketch_levels(bits))
+    a * q.inv
+}
+
+/// The code of `x` (f32): `min(⌊(x − min)·scale·inv + 0.5⌋, 2^bits − 1)`.
+fn quantize(x: Var, q: &Quant, bits: u32) -> Expr {
+    (grid_offset(x, q) + 0.5f32)
+        .cast(Scalar::U32)
+        .min(sketch_levels(bits))
+}
+
+/// The page box sketch's outward code of `x` (f32, on or above the grid's bottom): rounded up
+/// (`up`, the max row) or down, at most `2^bits − 1` (`entkv_abi::meta`).
+fn quantize_outward(x: Var, q: &Quant, bits: u32, up: bool) -> Expr {
+    let t = grid_offset(x, q);
+    let t = if up { t.ceil() } else { t.floor() };
+    t.cast(Scalar::U32).min(sketch_levels(bits))
+}
+
+/// `bits`-bit codes packed into u32 words, low bits first (`entkv_abi::sketch_word_shift`).
+fn pack_words(codes: &[Expr], bits: u32) -> Vec<Expr> {
+    codes
+        .chunks((32 / bits) as usize)
+        .map(|cs| {
+            cs.iter()
+                .enumerate()
+                .fold(u32c(0), |w, (i, c)| w | (c.clone() << (i as u32 * bits)))
+        })
+        .collect()
+}
+
+/// The bf16 grid of a row spread over `lanes` adjacent threads (`vals` this thread's part, f32):
+/// the row's min and max over every value rounded outward (`entkv_abi::pack_sketch_range`), as
+/// the packed range word and the grid's f32 ends. Shuffles over the lane group: every thread of
+/// the warp must call it.
+fn row_grid(k: &mut KernelBuilder, vals: &[Var], lanes: u32) -> (Expr, Var, Var) {
+    let mut lo = k.let_("row_lo", vals[1..].iter().fold(vals[0].e(), |m, x| m.min(*x)));
+    let mut hi = k.let_("row_hi", vals[1..].iter().fold(vals[0].e(), |m, x| m.max(*x)));
+    let mut off = 1;
+    while off < lanes {
+        let olo = k.shuffle(ShuffleMode::Xor, lo, u32c(off as u64));
+        let ohi = k.shuffle(ShuffleMode::Xor, hi, u32c(off as u64));
+        lo = k.let_("row_lo", lo.min(olo));
+        hi = k.let_("row_hi", hi.max(ohi));
+        off *= 2;
+    }
+    let lo_bits = bf16_bits_outward(k, lo, false);
+    let hi_bits = bf16_bits_outward(k, hi, true);
+    let lo = k.let_("grid_lo", lo_bits.e().bitcast(Scalar::F32));
+    let hi = k.let_("grid_hi", hi_bits.e().bitcast(Scalar::F32));
+    ((lo_bits >> 16u32) | hi_bits, lo, hi)
 }
 
 /// Store `vals` (consecutive elements from `at`, `at` a multiple of the vector length) with
@@ -269,7 +324,8 @@ fn emit_page_head(
     }
 
     let row0 = k.let_("row0", tid.lt(lanes)); // the lanes of key row 0 store the metadata
-    let quant: Vec<Quant> = match scratch {
+                                              // The quantization parameters of this thread's dimensions, and their page min and max rows.
+    let (quant, bound_rows): (Vec<Quant>, [Vec<Var>; 2]) = match scratch {
         None => {
             // One warp: every lane has the page's statistics of its dimensions.
             let (stored, quant): (Vec<[Expr; 4]>, Vec<Quant>) =
@@ -277,7 +333,11 @@ fn emit_page_head(
             k.if_(row0, |k| {
                 store_meta(k, spec, out, ph, chunk * META_CHUNK_DIMS, &stored)
             });
-            quant
+            let rows = [
+                stats.iter().map(|s| s.min).collect(),
+                stats.iter().map(|s| s.max).collect(),
+            ];
+            (quant, rows)
         }
         Some(sc) => {
             let warps = threads / WARP;
@@ -320,6 +380,8 @@ fn emit_page_head(
                     }
                     let (stored, q) = finish_dim(k, spec, &level[0]);
                     store_meta(k, spec, out, ph, dim.e(), &[stored]);
+                    k.store(sc.bounds, dim.e(), level[0].min);
+                    k.store(sc.bounds, dim + d, level[0].max);
                     let params = [Some(q.min), Some(q.inv), q.scale];
                     for (i, v) in params.iter().take(nq as usize).enumerate() {
                         if let Some(v) = v {
@@ -338,15 +400,45 @@ fn emit_page_head(
                 }
                 params.push(v);
             }
-            (0..cd)
+            let quant = (0..cd)
                 .map(|i| Quant {
                     min: params[0][i],
                     inv: params[1][i],
                     scale: params.get(2).map(|s| s[i]),
                 })
-                .collect()
+                .collect();
+            let mut rows = [Vec::new(), Vec::new()];
+            for (r, row) in rows.iter_mut().enumerate() {
+                for half in 0..2u32 {
+                    row.extend(k.load_vec("pb", sc.bounds, at + (r as u32 * d + half * 4), 4));
+                }
+            }
+            (quant, rows)
         }
     };
+
+    // The page box sketch: the min and the max row, each on its own 4-bit grid with codes
+    // rounded outward (`entkv_abi::meta`); words `2·chunk` (min) and `2·chunk + 1` (max) hold
+    // this thread's dimensions, the range words follow the codes.
+    let box_block = k.let_("box_block", ph * spec.box_block_words() as i64);
+    let mut box_words = Vec::new();
+    let mut box_ranges = Vec::new();
+    for (r, row) in bound_rows.iter().enumerate() {
+        let (range, lo, hi) = row_grid(k, row, lanes);
+        let q = quant_for(k, spec, BOX_BITS, lo, hi);
+        let codes: Vec<Expr> = row
+            .iter()
+            .map(|x| quantize_outward(*x, &q, BOX_BITS, r == 1))
+            .collect();
+        box_words.extend(pack_words(&codes, BOX_BITS));
+        box_ranges.push(range);
+    }
+    k.if_(row0, |k| {
+        k.store_vec(out.page_box, box_block + (chunk * 2u32).i64(), box_words)
+    });
+    k.if_(tid.eq_(0u32), |k| {
+        k.store_vec(out.page_box, box_block + spec.box_code_words() as i64, box_ranges)
+    });
 
     // The sketch of this thread's rows: chunk `c = tid + j·threads` of the block is code
     // word(s) `c·bits/4` of its block (8 codes per 4-bit word), token `c / lanes`.
@@ -356,26 +448,13 @@ fn emit_page_head(
     for (j, row) in rows.iter().enumerate() {
         let row_quant: Vec<Quant> = if spec.sketch_token_grid() {
             // The token's own range: its row is spread over `lanes` adjacent threads.
-            let mut lo = k.let_("tok_lo", row[1..].iter().fold(row[0].e(), |m, x| m.min(*x)));
-            let mut hi = k.let_("tok_hi", row[1..].iter().fold(row[0].e(), |m, x| m.max(*x)));
-            let mut off = 1;
-            while off < lanes {
-                let olo = k.shuffle(ShuffleMode::Xor, lo, u32c(off as u64));
-                let ohi = k.shuffle(ShuffleMode::Xor, hi, u32c(off as u64));
-                lo = k.let_("tok_lo", lo.min(olo));
-                hi = k.let_("tok_hi", hi.max(ohi));
-                off *= 2;
-            }
-            let lo_bits = bf16_bits_outward(k, lo, false);
-            let hi_bits = bf16_bits_outward(k, hi, true);
-            let lo = k.let_("grid_lo", lo_bits.e().bitcast(Scalar::F32));
-            let hi = k.let_("grid_hi", hi_bits.e().bitcast(Scalar::F32));
+            let (range, lo, hi) = row_grid(k, row, lanes);
             let slot = k.let_("sk_slot", (tid + j as u32 * threads) / lanes);
             k.if_(chunk.eq_(0u32), |k| {
                 let at = block + (p * spec.sketch_words()) as i64 + slot.i64();
-                k.store(out.sketch, at, (lo_bits >> 16u32) | hi_bits);
+                k.store(out.sketch, at, range);
             });
-            let q = quant_for(k, spec, lo, hi);
+            let q = quant_for(k, spec, bits, lo, hi);
             (0..cd).map(|_| q).collect()
         } else {
             quant.clone()
@@ -385,14 +464,7 @@ fn emit_page_head(
             .zip(&row_quant)
             .map(|(x, q)| quantize(*x, q, bits))
             .collect();
-        let words: Vec<Expr> = codes
-            .chunks((32 / bits) as usize)
-            .map(|cs| {
-                cs.iter()
-                    .enumerate()
-                    .fold(u32c(0), |w, (i, c)| w | (c.clone() << (i as u32 * bits)))
-            })
-            .collect();
+        let words = pack_words(&codes, bits);
         let off = (j as u32 * threads * words_per_chunk) as i64;
         store_run(k, out.sketch, sk_at + off, &words);
     }
@@ -405,6 +477,7 @@ fn declare_scratch(k: &mut KernelBuilder, spec: &PagedSpec, tile: &MetaTile) -> 
     (warps > 1).then(|| Scratch {
         partial: k.shared("partial", Scalar::F32, warps * 4 * d),
         quant: k.shared("quant", Scalar::F32, quant_params(spec) * d),
+        bounds: k.shared("page_bounds", Scalar::F32, 2 * d),
     })
 }
 
@@ -939,8 +1012,12 @@ impl KernelCheck for MetaCheck {
             .buffer(
                 "sketch",
                 HostBuffer::U32(vec![SKETCH_POISON; x.shape.sketch_words(spec) as usize]),
+            )
+            .buffer(
+                "meta_box",
+                HostBuffer::U32(vec![SKETCH_POISON; x.shape.box_words(spec) as usize]),
             );
-        let outs = || ["meta_bounds", "meta_moments", "sketch"].map(ArgRef::buf);
+        let outs = || ["meta_bounds", "meta_moments", "sketch", "meta_box"].map(ArgRef::buf);
         if !list.is_empty() {
             let kernel = Rc::new(build_kernel(spec, &self.tile)?);
             let g =
@@ -981,6 +1058,11 @@ impl KernelCheck for MetaCheck {
         let Some(sketch) = ran.get("sketch").as_u32() else {
             return Outcome::new(false, "sketch is not a u32 buffer");
         };
+        let Some(page_box) = ran.get("meta_box").as_u32() else {
+            return Outcome::new(false, "meta_box is not a u32 buffer");
+        };
+        let box_block = spec.box_block_words() as usize;
+        let (mut box_inward, mut box_loose) = (0usize, 0usize);
         let (mut bound_errors, mut untouched_errors, mut code_mismatches, mut near_ties) = (0, 0, 0, 0);
         let (mut mean_w, mut std_w, mut sketch_w) = (Worst::default(), Worst::default(), Worst::default());
         let mut excess = 0.0f64; // largest (|k − k̂| − step/2)/(max − min), in units of 2⁻²⁴
@@ -990,12 +1072,13 @@ impl KernelCheck for MetaCheck {
                 let meta = |buf: &[f64], row: usize| buf[(ph * 2 + row) * d..][..d].to_vec();
                 let block_words = spec.sketch_block_words() as usize;
                 let sk = &sketch[ph * block_words..][..block_words];
+                let bx = &page_box[ph * box_block..][..box_block];
                 if !expected.contains(&(page as i32)) {
                     let meta_left = [0, 1].iter().all(|&r| {
                         meta(&bounds, r).iter().all(|v| v.is_nan())
                             && meta(&moments, r).iter().all(|v| v.is_nan())
                     });
-                    if !meta_left || sk.iter().any(|&w| w != SKETCH_POISON) {
+                    if !meta_left || sk.iter().chain(bx).any(|&w| w != SKETCH_POISON) {
                         untouched_errors += 1;
                     }
                     continue;
@@ -1019,6 +1102,34 @@ impl KernelCheck for MetaCheck {
                         (std[i] - r.std[i]).abs(),
                         half_ulp(std[i]) + STD_F32_SLACK * r.max_abs[i] + STD_FLOOR_SLACK,
                     );
+                }
+                // The page box sketch: range words as defined, codes outward within
+                // `BOX_CODE_SLACK` and at most one code from the exact encoder's (`box_row`),
+                // and only where the value sits within 2⁻¹² of a step from a grid line.
+                let code_words = spec.box_code_words() as usize;
+                for (row, vals) in [&r.min, &r.max].into_iter().enumerate() {
+                    let row_f32: Vec<f32> = vals.iter().map(|&v| v as f32).collect();
+                    let (word, exact) = box_row(&row_f32, row == 1);
+                    if bx[code_words + row] != word {
+                        bound_errors += 1;
+                    }
+                    let (lo, hi) = unpack_sketch_range(word);
+                    let (span, step) = (hi as f64 - lo as f64, sketch_step(BOX_BITS, lo, hi) as f64);
+                    for i in 0..d {
+                        let w = bx[2 * (i / 8) + row];
+                        let c = (w >> (4 * (i % 8))) & sketch_levels(BOX_BITS);
+                        let g = box_grid_value(word, c);
+                        let eps = BOX_CODE_SLACK * span;
+                        let inward = if row == 1 {
+                            g < vals[i] - eps
+                        } else {
+                            g > vals[i] + eps
+                        };
+                        box_inward += usize::from(inward);
+                        let off_line = ((vals[i] - lo as f64) / step.max(f64::MIN_POSITIVE)).fract();
+                        let near_line = off_line.min(1.0 - off_line) <= 1.0 / 4096.0;
+                        box_loose += usize::from(c != exact[i] && !(near_line && c.abs_diff(exact[i]) == 1));
+                    }
                 }
                 for (slot, key) in keys.iter().enumerate() {
                     let codes = sketch_codes(spec, &sk[slot * words..][..words]);
@@ -1065,6 +1176,8 @@ impl KernelCheck for MetaCheck {
         let passed = bound_errors == 0
             && untouched_errors == 0
             && code_mismatches == 0
+            && box_inward == 0
+            && box_loose == 0
             && mean_w.failures == 0
             && std_w.failures == 0
             && sketch_w.failures == 0;
@@ -1074,7 +1187,8 @@ impl KernelCheck for MetaCheck {
                 "{} of {} pages built × {hkv} heads; min/max errors {bound_errors}; untouched (page, head)s \
                  changed {untouched_errors}; mean err/tol {:.3} ({} over); std err/tol {:.3} ({} over); \
                  sketch err/bound {:.6} ({} over), excess over step/2 {:.2}·2⁻²⁴·(max−min); \
-                 codes off the nearest {code_mismatches} (+{near_ties} at rounding ties)",
+                 codes off the nearest {code_mismatches} (+{near_ties} at rounding ties); page box \
+                 codes inward {box_inward}, off the outward code {box_loose}",
                 expected.len(),
                 x.shape.num_pages,
                 mean_w.ratio,

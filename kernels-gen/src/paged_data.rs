@@ -43,6 +43,16 @@ pub enum KeyData {
     /// grid at ±2 instead, and the codes also line up with the rounding of the integer query
     /// weights (`q_i·32767/max|q|` above its nearest integer: a high code, else a low one).
     SketchWorst,
+    /// The page box's worst case: in every page, token 0 sits at the box corner that attains
+    /// the upper bound for the group's first query head (`max_i` where `q_i ≥ 0`, else `min_i`)
+    /// and token 1 at the one attaining the lower bound; every other key lies inside
+    /// (−0.9, 0.9). The two dimensions of smallest `|q_i|` pin the page box sketch's grids at
+    /// [1, 2] (max row) and [−2, −1] (min row); elsewhere the corners sit on grid lines (codes
+    /// 0, 15, or 14 of the min row: its top line lies above −1), so the sketch is nearly exact.
+    /// The corners alternate between KV heads so that in each bound exactly one of the four
+    /// integer query weights meets a high code: a code rounded inward or a weight rounded the
+    /// wrong way shows as a token scoring outside its page's bounds.
+    BoxCorner,
 }
 
 #[derive(Clone, Debug)]
@@ -238,6 +248,53 @@ impl PagedCase {
                                 let half = -R + (code as f64 + 0.5 * side) * step;
                                 inside_cell(dtype, half, -side)
                             }
+                        };
+                    }
+                }
+            }
+            KeyData::BoxCorner => {
+                let step = sketch_step(entkv_abi::BOX_BITS, -2.0, -1.0) as f64;
+                // Just above the min row's line 14 (code 14 exactly, rounded down).
+                let high_min = inside_cell(self.spec.decode.kv_dtype, -2.0 + 14.0 * step, 1.0);
+                let mut by_size: Vec<usize> = (0..d).collect();
+                by_size.sort_by(|a, b| q[*a].abs().total_cmp(&q[*b].abs()));
+                // (max_i, min_i) of every dimension: the pins, then this head's corners (the
+                // seed's parity is the KV head's, `inputs`).
+                let bounds = |i: usize| -> (f64, f64) {
+                    match (i == by_size[0], i == by_size[1], seed % 2 == 0) {
+                        (true, _, _) => (1.0, -2.0),
+                        (_, true, _) => (2.0, -1.0),
+                        (_, _, true) => (
+                            if q[i] >= 0.0 { 2.0 } else { 1.0 },
+                            if q[i] >= 0.0 { high_min } else { -2.0 },
+                        ),
+                        (_, _, false) => (
+                            if q[i] >= 0.0 { 1.0 } else { 2.0 },
+                            if q[i] >= 0.0 { -2.0 } else { high_min },
+                        ),
+                    }
+                };
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xb0c5);
+                for t in 0..len {
+                    for i in 0..d {
+                        let (hi, lo) = bounds(i);
+                        let up = q[i] >= 0.0;
+                        k[t * d + i] = match t % p {
+                            0 => {
+                                if up {
+                                    hi
+                                } else {
+                                    lo
+                                }
+                            }
+                            1 => {
+                                if up {
+                                    lo
+                                } else {
+                                    hi
+                                }
+                            }
+                            _ => rng.gen_range(-0.9..0.9),
                         };
                     }
                 }

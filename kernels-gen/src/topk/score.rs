@@ -14,11 +14,30 @@
 //! over the group, each widened by the certified decode's rounding slack
 //! (`crate::certified::slack`, on `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)`, plus `2⁻²⁰·|ALiBi|`),
 //! so that every token's score as the certified decode computes it lies between them.
+//!
+//! `page_bounds` reads the page box sketch (`meta_box`, `entkv_abi::meta`) instead of the exact
+//! rows: 4-bit codes rounded outward on each row's grid `g(c) = lo + c·s`, so, with
+//! `q⁺ = max(q', 0)`, `q⁻ = max(−q', 0)`,
+//! `Σ q⁺_i·max_i − Σ q⁻_i·min_i ≤ lo_max·Σq⁺ + s_max·Σ q⁺_i·c_i − lo_min·Σq⁻ − s_min·Σ q⁻_i·c_i`
+//! (and the mirror image for the lower bound). The code sums are integer dot products (`dp4a`):
+//! each lane scales its part of `q⁺`, `q⁻` by a power of two `w` (exact) to integers in
+//! `0..=255`, rounded up where the sum is added and down where it is subtracted, so the integer
+//! bound is still a bound (codes are ≥ 0). Decoding costs a few integer operations a word
+//! instead of a conversion and two FMAs a dimension, and the pass reads 64 bytes a (page, head)
+//! instead of 128. The slack's magnitude becomes `(Σ|q'_i| + Σ_lanes dims·w)·(M + 1)` with
+//! `M = max(|lo_min|, |hi_max|)` (every key lies in `[lo_min, hi_max]`), and the widening gains
+//! [`BOX_WIDEN`] of it for the codes' `ε` and this pass's own f32 arithmetic.
 
 use super::{i64_of, load_run, pages_of};
-use crate::{certified, scalar_of, KernelGenError};
-use entkv_abi::{page_bounds_entry, page_score_box_entry, BoxScoreTile, PagedSpec};
+use crate::{certified, page_meta, scalar_of, KernelGenError};
+use entkv_abi::{page_bounds_entry, page_score_box_entry, BoxScoreTile, PagedSpec, BOX_BITS};
 use entkv_dsl::*;
+
+/// Relative widening of `page_bounds` on the slack's magnitude for the page box sketch: its
+/// codes' `ε` (`2⁻²⁰·(hi − lo) ≤ 2⁻¹⁹·M` a dimension) and the f32 evaluation of the lane terms
+/// (four terms of at most `2M·(Σ|q'| + dims·w)` each, about ten roundings, then the lane
+/// reduction) stay below `2⁻¹⁷·(M + 1)·(Σ|q'| + Σ dims·w)`; `2⁻¹⁶` is twice that.
+pub const BOX_WIDEN: f64 = 1.0 / 65_536.0;
 
 /// `page_score_box`: grid (page blocks, kv heads, batch).
 pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
@@ -44,7 +63,11 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     };
     let mut k = KernelBuilder::new(name, tile.threads);
     let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
-    let meta = k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read);
+    let meta = if rigorous {
+        k.buffer("meta_box", Scalar::U32, Access::Read)
+    } else {
+        k.buffer("meta_bounds", scalar_of(ds.kv_dtype), Access::Read)
+    };
     let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
     let slopes = spec
@@ -135,46 +158,62 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
             let valid = k.let_("valid", j.lt(scored));
             // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
             let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
-            let at = k.let_(
-                "meta_at",
-                (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * (2 * d) as i64 + i64_of(sub * dims),
-            );
-            let lo = load_run(k, "kmin", meta, at.e(), dims);
-            let hi = load_run(k, "kmax", meta, at + d as i64, dims);
-            pages_v.push((j, valid, lo, hi));
+            let rows = if rigorous {
+                // One 64-byte block a (page, head): this lane's min and max code words, then
+                // both range words.
+                let block = k.let_(
+                    "box_block",
+                    (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * spec.box_block_words() as i64,
+                );
+                let codes = k.load_vec("bcode", meta, block + i64_of((sub * dims) / 8u32 * 2u32), 2);
+                let range = k.load_vec("brange", meta, block + spec.box_code_words() as i64, 2);
+                (codes, range)
+            } else {
+                let at = k.let_(
+                    "meta_at",
+                    (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * (2 * d) as i64 + i64_of(sub * dims),
+                );
+                let lo = load_run(k, "kmin", meta, at.e(), dims);
+                let hi = load_run(k, "kmax", meta, at + d as i64, dims);
+                (lo, hi)
+            };
+            pages_v.push((j, valid, rows));
         }
-        // Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims, per (page, head); for the
-        // rigorous bounds also Σ_i min(…) and the slack's magnitude Σ_i |q_i|·(max(|min_i|,
-        // |max_i|) + 1).
+        // Per (page, head): Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims; for the
+        // rigorous bounds the box sketch's upper and lower sums instead, and the page's `M`.
         let mut partial = Vec::new();
-        for (_, _, lo, hi) in &pages_v {
-            for qg in &qs {
-                let dot = |upper: bool| {
-                    qg.iter()
-                        .zip(lo.iter().zip(hi))
-                        .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
-                            let (a, b) = if upper { (*mx, *mn) } else { (*mn, *mx) };
-                            fma(*qx, select(qx.ge(0.0f32), a, b).f32(), acc)
-                        })
-                };
-                partial.push((Reduce::Sum, dot(true)));
-                if rigorous {
-                    partial.push((Reduce::Sum, dot(false)));
-                    let mag = qg
-                        .iter()
-                        .zip(lo.iter().zip(hi))
-                        .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
-                            fma(qx.abs(), mn.f32().abs().max(mx.f32().abs()) + 1.0f32, acc)
-                        });
-                    partial.push((Reduce::Sum, mag));
+        let mut page_m = Vec::new();
+        let weights: Vec<BoxWeights> = if rigorous {
+            qs.iter().map(|qg| box_weights(k, qg, lanes)).collect()
+        } else {
+            Vec::new()
+        };
+        for (_, _, (a, b)) in &pages_v {
+            if rigorous {
+                let page = box_page(k, a, b, sub, dims);
+                page_m.push(page.m);
+                for w in &weights {
+                    let (u, l) = page.sums(k, w);
+                    partial.push((Reduce::Sum, u));
+                    partial.push((Reduce::Sum, l));
                 }
+                continue;
+            }
+            for qg in &qs {
+                let dot = qg
+                    .iter()
+                    .zip(a.iter().zip(b))
+                    .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
+                        fma(*qx, select(qx.ge(0.0f32), *mx, *mn).f32(), acc)
+                    });
+                partial.push((Reduce::Sum, dot));
             }
         }
-        let per_head = if rigorous { 3 } else { 1 };
+        let per_head = if rigorous { 2 } else { 1 };
         let dots = k.warp_allreduce_width(&partial, lanes);
-        let slack = certified::slack(d);
+        let slack = certified::slack(d) + BOX_WIDEN;
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
-        for (r, (j, valid, _, _)) in pages_v.iter().enumerate() {
+        for (r, (j, valid, _)) in pages_v.iter().enumerate() {
             // The page's last token sits at (j+1)·P − 1, its first at j·P, the query at len − 1.
             let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
             let at = |g: usize, i: usize| dots[(r * group as usize + g) * per_head + i].e();
@@ -182,7 +221,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
             let mut low = f32c(f64::INFINITY);
             if rigorous {
                 let dfirst = k.let_("dfirst", (*j * spec.page_size as i32 + 1i32 - len).f32());
-                for g in 0..group as usize {
+                for (g, wg) in weights.iter().enumerate() {
                     // The largest and smallest ALiBi term over the page's tokens (either end).
                     let (u, l, alibi_mag) = match slope.get(g) {
                         Some(s) => {
@@ -191,7 +230,8 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                         }
                         None => (at(g, 0), at(g, 1), f32c(0.0)),
                     };
-                    let widen = k.let_("widen", fma(at(g, 2), slack, alibi_mag * (2.0f64).powi(-20)));
+                    let mag = (page_m[r] + 1.0f32) * wg.qmag;
+                    let widen = k.let_("widen", fma(mag, slack, alibi_mag * (2.0f64).powi(-20)));
                     upper = upper.max(u + widen);
                     low = low.min(l - widen);
                 }
@@ -218,4 +258,147 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         }
     });
     Ok(k.finish()?)
+}
+
+/// One lane's integer weights of one query head for the page box sketch: `q⁺`, `q⁻` of its
+/// dims over a power of two `w`, rounded up and down, packed a byte a dimension (even dims in
+/// one word, odd in the other: the nibble split of a code word), with their float sums.
+struct BoxWeights {
+    /// `[even, odd]` words of ⌈q⁺/w⌉, ⌊q⁺/w⌋, ⌈q⁻/w⌉, ⌊q⁻/w⌋.
+    pos_up: [Var; 2],
+    pos_down: [Var; 2],
+    neg_up: [Var; 2],
+    neg_down: [Var; 2],
+    w: Var,
+    /// Σ q⁺, Σ q⁻ over this lane's dims.
+    pos_sum: Var,
+    neg_sum: Var,
+    /// Σ|q'_i| + dims·w over the page's lanes (the same in each).
+    qmag: Var,
+}
+
+/// [`BoxWeights`] of this lane's part `qg` (f32 `q'`) of one head. `w` is the smallest power
+/// of two with `max|q'_i|/w ≤ 254` (floored at 2⁻¹⁰⁰ so a zero query still has one), so every
+/// scaled weight is exact and at most 255; a positive `q'` gets at least 1 when rounded up.
+fn box_weights(k: &mut KernelBuilder, qg: &[Var], lanes: u32) -> BoxWeights {
+    let m = qg.iter().fold(f32c((2.0f64).powi(-100)), |m, x| m.max(x.abs()));
+    let x = k.let_("wq_x", m * (1.0 / 254.0));
+    // Round `x` up to a power of two: bump the exponent unless the mantissa is zero.
+    let w_bits = k.let_(
+        "wq_bits",
+        (x.e().bitcast(Scalar::U32) + 0x007F_FFFFu32) & 0x7F80_0000u32,
+    );
+    let w = k.let_("wq", w_bits.e().bitcast(Scalar::F32));
+    let inv = k.let_("wq_inv", (u32c(254 << 23) - w_bits).bitcast(Scalar::F32));
+    let parts: Vec<(Var, Var)> = qg
+        .iter()
+        .map(|x| (k.let_("qp", x.max(0.0f32)), k.let_("qn", (-x.e()).max(0.0f32))))
+        .collect();
+    // At most 254 (by the choice of `w`), so no clamp that could round a weight down.
+    let scaled = |v: Var, up: bool| -> Expr {
+        let t = v * inv;
+        let c = if up {
+            select(v.gt(0.0f32), t.ceil().max(1.0f32), 0.0f32)
+        } else {
+            t.floor()
+        };
+        c.cast(Scalar::U32)
+    };
+    let pack = |k: &mut KernelBuilder, neg: bool, up: bool| -> [Var; 2] {
+        let codes: Vec<Expr> = parts
+            .iter()
+            .map(|(p, n)| scaled(if neg { *n } else { *p }, up))
+            .collect();
+        [0usize, 1].map(|par| {
+            let word = codes
+                .iter()
+                .skip(par)
+                .step_by(2)
+                .enumerate()
+                .fold(u32c(0), |acc, (b, c)| acc | (c.clone() << (8 * b as u32)));
+            k.let_("wq_word", word)
+        })
+    };
+    let pos_up = pack(k, false, true);
+    let pos_down = pack(k, false, false);
+    let neg_up = pack(k, true, true);
+    let neg_down = pack(k, true, false);
+    let pos_sum = k.let_("qp_sum", parts.iter().fold(f32c(0.0), |a, (p, _)| a + *p));
+    let neg_sum = k.let_("qn_sum", parts.iter().fold(f32c(0.0), |a, (_, n)| a + *n));
+    let lane_mag = qg.iter().fold(f32c(0.0), |a, x| a + x.abs()) + w * qg.len() as f64;
+    let qmag = k.warp_allreduce_width(&[(Reduce::Sum, lane_mag)], lanes)[0];
+    BoxWeights {
+        pos_up,
+        pos_down,
+        neg_up,
+        neg_down,
+        w,
+        pos_sum,
+        neg_sum,
+        qmag,
+    }
+}
+
+/// One page's box sketch as this lane sees it: the code nibbles of its dims split into even
+/// and odd bytes, both rows' grids, and `M`.
+struct BoxPage {
+    min_codes: [Var; 2],
+    max_codes: [Var; 2],
+    min_lo: Var,
+    min_step: Var,
+    max_lo: Var,
+    max_step: Var,
+    m: Var,
+}
+
+/// Decode a loaded block: `codes` (the lane's min and max code words), `range` (both range
+/// words). A lane of 4 dims (f32 keys) takes the half word `sub mod 2` of its pair.
+fn box_page(k: &mut KernelBuilder, codes: &[Var], range: &[Var], sub: Var, dims: u32) -> BoxPage {
+    let split = |k: &mut KernelBuilder, word: Var| -> [Var; 2] {
+        let (w, mask) = if dims == 8 {
+            (word.e(), 0x0F0F_0F0Fu32)
+        } else {
+            (word >> ((sub % 2u32) * 16u32), 0x0F0Fu32)
+        };
+        let w = k.let_("bc", w);
+        [k.let_("bc_even", w & mask), k.let_("bc_odd", (w >> 4u32) & mask)]
+    };
+    let min_codes = split(k, codes[0]);
+    let max_codes = split(k, codes[1]);
+    let (min_lo, min_hi) = page_meta::unpack_range(k, range[0]);
+    let (max_lo, max_hi) = page_meta::unpack_range(k, range[1]);
+    let min_step = k.let_("bmin_step", page_meta::emit_sketch_step(BOX_BITS, min_lo, min_hi));
+    let max_step = k.let_("bmax_step", page_meta::emit_sketch_step(BOX_BITS, max_lo, max_hi));
+    let m = k.let_("box_m", min_lo.abs().max(max_hi.abs()));
+    BoxPage {
+        min_codes,
+        max_codes,
+        min_lo,
+        min_step,
+        max_lo,
+        max_step,
+        m,
+    }
+}
+
+impl BoxPage {
+    /// This lane's parts of the upper and the lower bound for one head's weights.
+    fn sums(&self, k: &mut KernelBuilder, w: &BoxWeights) -> (Expr, Expr) {
+        let dot = |k: &mut KernelBuilder, c: &[Var; 2], q: &[Var; 2]| -> Var {
+            let e = dp4a(c[0], false, q[0], false, i32c(0));
+            k.let_("bdot", dp4a(c[1], false, q[1], false, e).f32())
+        };
+        let max_up = dot(k, &self.max_codes, &w.pos_up); // Σ⌈q⁺/w⌉·cmax
+        let min_down = dot(k, &self.min_codes, &w.neg_down); // Σ⌊q⁻/w⌋·cmin
+        let min_pos = dot(k, &self.min_codes, &w.pos_down); // Σ⌊q⁺/w⌋·cmin
+        let max_neg = dot(k, &self.max_codes, &w.neg_up); // Σ⌈q⁻/w⌉·cmax
+                                                          // `s·w` is exact (w a power of two).
+        let (smin, smax) = (
+            k.let_("bsw_min", self.min_step * w.w),
+            k.let_("bsw_max", self.max_step * w.w),
+        );
+        let upper = fma(smax, max_up, self.max_lo * w.pos_sum) - fma(smin, min_down, self.min_lo * w.neg_sum);
+        let lower = fma(smin, min_pos, self.min_lo * w.pos_sum) - fma(smax, max_neg, self.max_lo * w.neg_sum);
+        (upper, lower)
+    }
 }
