@@ -17,10 +17,11 @@ use crate::gaussian::{
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
 use crate::signature::Elem;
 use crate::topk::{
-    page_bounds_entry, page_score_box_entry, page_score_box_geometry, page_scores_elems, prune_geometry,
-    prune_mark_entry, prune_mask_words, prune_tau_entry, select_pruned_entry, select_topk_entry,
-    select_topk_geometry, softmax_topk_entry_names, softmax_topk_finish_geometry, softmax_topk_plan,
-    softmax_topk_score_geometry, softmax_topk_workspace, BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
+    page_bounds_entry, page_bounds_geometry, page_score_box_entry, page_score_box_geometry,
+    page_scores_elems, prune_geometry, prune_mark_entry, prune_mask_words, prune_tau_entry,
+    select_pruned_entry, select_topk_entry, select_topk_geometry, softmax_topk_entry_names,
+    softmax_topk_finish_geometry, softmax_topk_plan, softmax_topk_score_geometry, softmax_topk_workspace,
+    BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
 };
 use crate::{
     dense_finish_geometry, dense_workspace_bound, dense_workspace_segmented, paged_decode_entry_names,
@@ -553,7 +554,7 @@ pub fn certified_prune_calls(
         buf("page_lb_max"),
         ArgRef::I32(shape.max_pages as i32),
     ]);
-    let bounds_geometry = page_score_box_geometry(spec, box_tile, shape);
+    let bounds_geometry = page_bounds_geometry(spec, box_tile, shape);
     // One maximum per page_bounds warp (32 threads): grid (page blocks, kv heads, batch).
     let lb_slots = bounds_geometry.grid[0] * (box_tile.threads / 32);
     let rows = shape.kv_heads as u64 * shape.batch as u64;

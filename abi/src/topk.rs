@@ -97,6 +97,17 @@ impl BoxScoreTile {
         self.threads / Self::lanes_per_page(spec) * self.pages_per_group
     }
 
+    /// Pages a lane group of `page_bounds` takes: [`page_bounds_depth`] times
+    /// `pages_per_group`.
+    pub fn bounds_pages_per_group(&self, spec: &PagedSpec) -> u32 {
+        self.pages_per_group * page_bounds_depth(spec)
+    }
+
+    /// Pages one CTA of `page_bounds` bounds.
+    pub fn bounds_pages_per_block(&self, spec: &PagedSpec) -> u32 {
+        self.threads / Self::lanes_per_page(spec) * self.bounds_pages_per_group(spec)
+    }
+
     /// `t256_r2`.
     pub fn tag(&self) -> String {
         format!("t{}_r{}", self.threads, self.pages_per_group)
@@ -150,6 +161,30 @@ pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &Pa
     LaunchGeometry {
         grid: [
             scored_page_blocks(shape, tile.pages_per_block(spec)),
+            shape.kv_heads,
+            shape.batch,
+        ],
+        block: tile.threads,
+        shared_bytes: 0,
+    }
+}
+
+/// How many more pages a lane group of `page_bounds` keeps in flight than `page_score_box` at
+/// the same tile: 4 over the GQA group size, at least 1. Its page box sketch is 64 bytes a
+/// (page, head) read in 8-byte loads, against 128 in 32-byte loads, so at the box tile's depth
+/// it had half the bytes in flight and ran latency-bound: 0.588 ms at `paper` 1M, DRAM at 30%
+/// of peak (results/2026-12-02-box-dp4a/1-checks-bench, ncu). Each head of the group adds
+/// weights and bounds to hold per page, hence the division.
+pub fn page_bounds_depth(spec: &PagedSpec) -> u32 {
+    (4 / spec.decode.group).max(1)
+}
+
+/// Grid of `page_bounds`: (page blocks of [`BoxScoreTile::bounds_pages_per_block`], kv heads,
+/// batch), the box tile's threads.
+pub fn page_bounds_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [
+            scored_page_blocks(shape, tile.bounds_pages_per_block(spec)),
             shape.kv_heads,
             shape.batch,
         ],

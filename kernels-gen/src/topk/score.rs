@@ -88,7 +88,14 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     let lanes = BoxScoreTile::lanes_per_page(spec);
     let dims = d / lanes; // one 16-byte slice of each bound row
     let lane_groups = tile.threads / lanes;
-    let per_block = tile.pages_per_block(spec);
+    let (per_block, pages_per_group) = if rigorous {
+        (
+            tile.bounds_pages_per_block(spec),
+            tile.bounds_pages_per_group(spec),
+        )
+    } else {
+        (tile.pages_per_block(spec), tile.pages_per_group)
+    };
 
     let blk = k.let_("blk", k.block_idx(Axis::X));
     let kvh = k.let_("kvh", k.block_idx(Axis::Y));
@@ -153,7 +160,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         }
         // All metadata loads of the CTA's pages first, so they are in flight together.
         let mut pages_v = Vec::new();
-        for r in 0..tile.pages_per_group {
+        for r in 0..pages_per_group {
             let j = k.let_("j", first + lg + (r * lane_groups) as i32);
             let valid = k.let_("valid", j.lt(scored));
             // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
