@@ -103,9 +103,9 @@ impl BoxScoreTile {
         self.pages_per_group * page_bounds_depth(spec)
     }
 
-    /// Pages one CTA of `page_bounds` bounds.
+    /// Pages one CTA of `page_bounds` bounds ([`page_bounds_lanes`] threads a page).
     pub fn bounds_pages_per_block(&self, spec: &PagedSpec) -> u32 {
-        self.threads / Self::lanes_per_page(spec) * self.bounds_pages_per_group(spec)
+        self.threads / page_bounds_lanes(spec) * self.bounds_pages_per_group(spec)
     }
 
     /// `t256_r2`.
@@ -169,14 +169,28 @@ pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &Pa
     }
 }
 
-/// How many more pages a lane group of `page_bounds` keeps in flight than `page_score_box` at
-/// the same tile: 4 over the GQA group size, at least 1. Its page box sketch is 64 bytes a
-/// (page, head) read in 8-byte loads, against 128 in 32-byte loads, so at the box tile's depth
-/// it had half the bytes in flight and ran latency-bound: 0.588 ms at `paper` 1M, DRAM at 30%
-/// of peak (results/2026-12-02-box-dp4a/1-checks-bench, ncu). Each head of the group adds
-/// weights and bounds to hold per page, hence the division.
+/// Threads of `page_bounds` a (page, KV head): as few as keep a lane's integer query weights
+/// (`head_dim/lanes` registers a head of the group) at 16, at most one a code word pair
+/// (`head_dim/8`); two at `paper`. Its page box sketch is plain u32 words, so unlike
+/// `page_score_box` the K dtype does not matter. With four lanes a page at `paper` (the box
+/// pass's mapping) every lane decoded the page's range words, reduced its sums over the lanes
+/// and ran the page's epilogue: the pass took 0.445 ms at 1M, as long as the f16 box pass with
+/// twice the bytes (results/2026-12-02-box-dp4a/2-depth). One lane a page held 168 registers.
+pub fn page_bounds_lanes(spec: &PagedSpec) -> u32 {
+    let d = spec.decode.head_dim;
+    (d * spec.decode.group)
+        .div_ceil(16)
+        .next_power_of_two()
+        .min(d / 8)
+}
+
+/// How many more pages a lane group of `page_bounds` keeps in flight than the box tile's
+/// `pages_per_group`: 4 over its lanes a page, at least 1. At four lanes a page and the box
+/// tile's depth the 64-byte blocks were latency-bound (0.588 ms at `paper` 1M, DRAM at 30% of
+/// peak, results/2026-12-02-box-dp4a/1-checks-bench); twice that depth gave 0.445 ms, four
+/// times the same, eight times 0.75 ms (151 registers: one CTA an SM; 2-depth).
 pub fn page_bounds_depth(spec: &PagedSpec) -> u32 {
-    (4 / spec.decode.group).max(1)
+    (4 / page_bounds_lanes(spec)).max(1)
 }
 
 /// Grid of `page_bounds`: (page blocks of [`BoxScoreTile::bounds_pages_per_block`], kv heads,

@@ -391,7 +391,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         ),
         mk(1.5, 32, 2, 16, 8, DType::F16, true, vec![1200], KeyData::Peaked),
         // Tokens at the page box's corners: the pruning's page bounds are tested where they
-        // are attained (f16 and f32 keys: 8 and 4 dims a lane of the box pass).
+        // are attained (f16 and f32 keys; one and two lanes a page of `page_bounds`).
         mk(
             1.5,
             32,

@@ -30,7 +30,9 @@
 
 use super::{i64_of, load_run, pages_of};
 use crate::{certified, page_meta, scalar_of, KernelGenError};
-use entkv_abi::{page_bounds_entry, page_score_box_entry, BoxScoreTile, PagedSpec, BOX_BITS};
+use entkv_abi::{
+    page_bounds_entry, page_bounds_lanes, page_score_box_entry, BoxScoreTile, PagedSpec, BOX_BITS,
+};
 use entkv_dsl::*;
 
 /// Relative widening of `page_bounds` on the slack's magnitude for the page box sketch: its
@@ -85,8 +87,14 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
 
     let d = ds.head_dim;
     let group = ds.group;
-    let lanes = BoxScoreTile::lanes_per_page(spec);
-    let dims = d / lanes; // one 16-byte slice of each bound row
+    // Lanes a page: the box pass reads one 16-byte slice of each bound row a lane; the rigorous
+    // pass reads code word pairs (`entkv_abi::page_bounds_lanes`).
+    let lanes = if rigorous {
+        page_bounds_lanes(spec)
+    } else {
+        BoxScoreTile::lanes_per_page(spec)
+    };
+    let dims = d / lanes;
     let lane_groups = tile.threads / lanes;
     let (per_block, pages_per_group) = if rigorous {
         (
@@ -172,7 +180,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                     "box_block",
                     (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * spec.box_block_words() as i64,
                 );
-                let codes = k.load_vec("bcode", meta, block + i64_of((sub * dims) / 8u32 * 2u32), 2);
+                let codes = load_run(k, "bcode", meta, block + i64_of(sub * (dims / 4)), dims / 4);
                 let range = k.load_vec("brange", meta, block + spec.box_code_words() as i64, 2);
                 (codes, range)
             } else {
@@ -197,7 +205,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         };
         for (_, _, (a, b)) in &pages_v {
             if rigorous {
-                let page = box_page(k, a, b, sub, dims);
+                let page = box_page(k, a, b);
                 page_m.push(page.m);
                 for w in &weights {
                     let (u, l) = page.sums(k, w);
@@ -268,14 +276,15 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
 }
 
 /// One lane's integer weights of one query head for the page box sketch: `q⁺`, `q⁻` of its
-/// dims over a power of two `w`, rounded up and down, packed a byte a dimension (even dims in
-/// one word, odd in the other: the nibble split of a code word), with their float sums.
+/// dims over a power of two `w`, rounded up and down, packed a byte a dimension, per 8-dim
+/// chunk (even dims in one word, odd in the other: the nibble split of a code word), with their
+/// float sums.
 struct BoxWeights {
-    /// `[even, odd]` words of ⌈q⁺/w⌉, ⌊q⁺/w⌋, ⌈q⁻/w⌉, ⌊q⁻/w⌋.
-    pos_up: [Var; 2],
-    pos_down: [Var; 2],
-    neg_up: [Var; 2],
-    neg_down: [Var; 2],
+    /// Per chunk `[even, odd]` words of ⌈q⁺/w⌉, ⌊q⁺/w⌋, ⌈q⁻/w⌉, ⌊q⁻/w⌋.
+    pos_up: Vec<[Var; 2]>,
+    pos_down: Vec<[Var; 2]>,
+    neg_up: Vec<[Var; 2]>,
+    neg_down: Vec<[Var; 2]>,
     w: Var,
     /// Σ q⁺, Σ q⁻ over this lane's dims.
     pos_sum: Var,
@@ -284,9 +293,10 @@ struct BoxWeights {
     qmag: Var,
 }
 
-/// [`BoxWeights`] of this lane's part `qg` (f32 `q'`) of one head. `w` is the smallest power
-/// of two with `max|q'_i|/w ≤ 254` (floored at 2⁻¹⁰⁰ so a zero query still has one), so every
-/// scaled weight is exact and at most 255; a positive `q'` gets at least 1 when rounded up.
+/// [`BoxWeights`] of this lane's part `qg` (f32 `q'`, a multiple of 8 dims) of one head. `w` is
+/// the smallest power of two with `max|q'_i|/w ≤ 254` (floored at 2⁻¹⁰⁰ so a zero query still
+/// has one), so every scaled weight is exact and at most 255; a positive `q'` gets at least 1
+/// when rounded up.
 fn box_weights(k: &mut KernelBuilder, qg: &[Var], lanes: u32) -> BoxWeights {
     let m = qg.iter().fold(f32c((2.0f64).powi(-100)), |m, x| m.max(x.abs()));
     let x = k.let_("wq_x", m * (1.0 / 254.0));
@@ -311,20 +321,25 @@ fn box_weights(k: &mut KernelBuilder, qg: &[Var], lanes: u32) -> BoxWeights {
         };
         c.cast(Scalar::U32)
     };
-    let pack = |k: &mut KernelBuilder, neg: bool, up: bool| -> [Var; 2] {
+    let pack = |k: &mut KernelBuilder, neg: bool, up: bool| -> Vec<[Var; 2]> {
         let codes: Vec<Expr> = parts
             .iter()
             .map(|(p, n)| scaled(if neg { *n } else { *p }, up))
             .collect();
-        [0usize, 1].map(|par| {
-            let word = codes
-                .iter()
-                .skip(par)
-                .step_by(2)
-                .enumerate()
-                .fold(u32c(0), |acc, (b, c)| acc | (c.clone() << (8 * b as u32)));
-            k.let_("wq_word", word)
-        })
+        codes
+            .chunks(8)
+            .map(|chunk| {
+                [0usize, 1].map(|par| {
+                    let word = chunk
+                        .iter()
+                        .skip(par)
+                        .step_by(2)
+                        .enumerate()
+                        .fold(u32c(0), |acc, (b, c)| acc | (c.clone() << (8 * b as u32)));
+                    k.let_("wq_word", word)
+                })
+            })
+            .collect()
     };
     let pos_up = pack(k, false, true);
     let pos_down = pack(k, false, false);
@@ -346,11 +361,11 @@ fn box_weights(k: &mut KernelBuilder, qg: &[Var], lanes: u32) -> BoxWeights {
     }
 }
 
-/// One page's box sketch as this lane sees it: the code nibbles of its dims split into even
+/// One page's box sketch as this lane sees it: per 8-dim chunk the code nibbles split into even
 /// and odd bytes, both rows' grids, and `M`.
 struct BoxPage {
-    min_codes: [Var; 2],
-    max_codes: [Var; 2],
+    min_codes: Vec<[Var; 2]>,
+    max_codes: Vec<[Var; 2]>,
     min_lo: Var,
     min_step: Var,
     max_lo: Var,
@@ -358,20 +373,17 @@ struct BoxPage {
     m: Var,
 }
 
-/// Decode a loaded block: `codes` (the lane's min and max code words), `range` (both range
-/// words). A lane of 4 dims (f32 keys) takes the half word `sub mod 2` of its pair.
-fn box_page(k: &mut KernelBuilder, codes: &[Var], range: &[Var], sub: Var, dims: u32) -> BoxPage {
+/// Decode a loaded block: `codes` (this lane's min and max code words, a pair a chunk) and
+/// `range` (both range words).
+fn box_page(k: &mut KernelBuilder, codes: &[Var], range: &[Var]) -> BoxPage {
     let split = |k: &mut KernelBuilder, word: Var| -> [Var; 2] {
-        let (w, mask) = if dims == 8 {
-            (word.e(), 0x0F0F_0F0Fu32)
-        } else {
-            (word >> ((sub % 2u32) * 16u32), 0x0F0Fu32)
-        };
-        let w = k.let_("bc", w);
-        [k.let_("bc_even", w & mask), k.let_("bc_odd", (w >> 4u32) & mask)]
+        [
+            k.let_("bc_even", word & 0x0F0F_0F0Fu32),
+            k.let_("bc_odd", (word >> 4u32) & 0x0F0F_0F0Fu32),
+        ]
     };
-    let min_codes = split(k, codes[0]);
-    let max_codes = split(k, codes[1]);
+    let min_codes = codes.chunks(2).map(|p| split(k, p[0])).collect();
+    let max_codes = codes.chunks(2).map(|p| split(k, p[1])).collect();
     let (min_lo, min_hi) = page_meta::unpack_range(k, range[0]);
     let (max_lo, max_hi) = page_meta::unpack_range(k, range[1]);
     let min_step = k.let_("bmin_step", page_meta::emit_sketch_step(BOX_BITS, min_lo, min_hi));
@@ -391,9 +403,11 @@ fn box_page(k: &mut KernelBuilder, codes: &[Var], range: &[Var], sub: Var, dims:
 impl BoxPage {
     /// This lane's parts of the upper and the lower bound for one head's weights.
     fn sums(&self, k: &mut KernelBuilder, w: &BoxWeights) -> (Expr, Expr) {
-        let dot = |k: &mut KernelBuilder, c: &[Var; 2], q: &[Var; 2]| -> Var {
-            let e = dp4a(c[0], false, q[0], false, i32c(0));
-            k.let_("bdot", dp4a(c[1], false, q[1], false, e).f32())
+        let dot = |k: &mut KernelBuilder, c: &[[Var; 2]], q: &[[Var; 2]]| -> Var {
+            let sum = c.iter().zip(q).fold(i32c(0), |acc, (c, q)| {
+                dp4a(c[1], false, q[1], false, dp4a(c[0], false, q[0], false, acc))
+            });
+            k.let_("bdot", sum.f32())
         };
         let max_up = dot(k, &self.max_codes, &w.pos_up); // Σ⌈q⁺/w⌉·cmax
         let min_down = dot(k, &self.min_codes, &w.neg_down); // Σ⌊q⁻/w⌋·cmin
