@@ -103,9 +103,10 @@ impl BoxScoreTile {
         self.pages_per_group * page_bounds_depth(spec)
     }
 
-    /// Pages one CTA of `page_bounds` bounds ([`page_bounds_lanes`] threads a page).
+    /// Pages one CTA of `page_bounds` bounds ([`page_bounds_lanes`] threads a page,
+    /// [`PAGE_BOUNDS_ROUNDS`] rounds).
     pub fn bounds_pages_per_block(&self, spec: &PagedSpec) -> u32 {
-        self.threads / page_bounds_lanes(spec) * self.bounds_pages_per_group(spec)
+        self.threads / page_bounds_lanes(spec) * self.bounds_pages_per_group(spec) * PAGE_BOUNDS_ROUNDS
     }
 
     /// `t256_r2`.
@@ -168,6 +169,12 @@ pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &Pa
         shared_bytes: 0,
     }
 }
+
+/// Rounds of pages a CTA of `page_bounds` takes one after the other: its integer query weights
+/// (about 500 operations a lane at `paper`) are computed once for all of them. With one round
+/// they were more than a third of the pass's instructions (ncu at 20313e6: IPC 1.9, 0.469 ms
+/// at `paper` 1M; results/2026-12-02-box-dp4a/3-lanes).
+pub const PAGE_BOUNDS_ROUNDS: u32 = 4;
 
 /// Threads of `page_bounds` a (page, KV head): as few as keep a lane's integer query weights
 /// (`head_dim/lanes` registers a head of the group) at 16, at most one a code word pair

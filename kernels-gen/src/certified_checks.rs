@@ -7,11 +7,12 @@ use crate::check::{compare, DenseOutputs};
 use crate::decode_checks::add_paged_inputs;
 use crate::paged_data::{paged_reference, KeyData, PagedCase};
 use crate::pipelines::{
-    certified_bounds_pipeline, certified_prune_pipeline, decode_pipeline, meta_build_pipeline, DecodeKind,
+    certified_bounds_pipeline, certified_prune_pipeline_with, decode_pipeline, meta_build_pipeline,
+    DecodeKind,
 };
 use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
-use entkv_abi::{full_pages, DType, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{full_pages, BoxScoreTile, DType, DecodeSpec, DenseTile, PagedSpec, SelectTopkTile};
 use entkv_dsl::interp::HostBuffer;
 
 pub struct CertifiedCheck {
@@ -53,7 +54,19 @@ impl KernelCheck for CertifiedCheck {
         };
         let mut pipeline = decode_pipeline(kind, spec, &self.tile, &x.shape, max_tokens, self.sm_count)?;
         if self.pruned {
-            pipeline = certified_prune_pipeline(spec, &x.shape)?.then(pipeline);
+            // On the small assumed GPU the page bounds run one warp a CTA and one page a lane
+            // group too, so that `page_bounds`' rounds (entkv_abi::PAGE_BOUNDS_ROUNDS) each hold
+            // pages of the longer sequences.
+            let box_tile = if self.sm_count == 1 {
+                BoxScoreTile {
+                    threads: 32,
+                    pages_per_group: 1,
+                }
+            } else {
+                BoxScoreTile::default_for(spec)
+            };
+            let sel_tile = SelectTopkTile::default_for(spec);
+            pipeline = certified_prune_pipeline_with(spec, &x.shape, &box_tile, &sel_tile)?.then(pipeline);
         } else if certified::refines(spec) {
             // The pass's candidates hold exact scores; rerun it without rescoring (after the
             // finish has read them) so that `verify` sees, and checks, the sketch bounds.

@@ -32,6 +32,7 @@ use super::{i64_of, load_run, pages_of};
 use crate::{certified, page_meta, scalar_of, KernelGenError};
 use entkv_abi::{
     page_bounds_entry, page_bounds_lanes, page_score_box_entry, BoxScoreTile, PagedSpec, BOX_BITS,
+    PAGE_BOUNDS_ROUNDS,
 };
 use entkv_dsl::*;
 
@@ -96,13 +97,16 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     };
     let dims = d / lanes;
     let lane_groups = tile.threads / lanes;
-    let (per_block, pages_per_group) = if rigorous {
+    // The rigorous pass takes its pages in rounds of `pages_per_group` a lane group, one after
+    // the other, so its integer weights are computed once for all of them.
+    let (per_block, pages_per_group, rounds) = if rigorous {
         (
             tile.bounds_pages_per_block(spec),
             tile.bounds_pages_per_group(spec),
+            PAGE_BOUNDS_ROUNDS,
         )
     } else {
-        (tile.pages_per_block(spec), tile.pages_per_group)
+        (tile.pages_per_block(spec), tile.pages_per_group, 1)
     };
 
     let blk = k.let_("blk", k.block_idx(Axis::X));
@@ -166,105 +170,111 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                 slope.push(k.let_("slope", s.at(h) * a));
             }
         }
-        // All metadata loads of the CTA's pages first, so they are in flight together.
-        let mut pages_v = Vec::new();
-        for r in 0..pages_per_group {
-            let j = k.let_("j", first + lg + (r * lane_groups) as i32);
-            let valid = k.let_("valid", j.lt(scored));
-            // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
-            let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
-            let rows = if rigorous {
-                // One 64-byte block a (page, head): this lane's min and max code words, then
-                // both range words.
-                let block = k.let_(
-                    "box_block",
-                    (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * spec.box_block_words() as i64,
-                );
-                let codes = load_run(k, "bcode", meta, block + i64_of(sub * (dims / 4)), dims / 4);
-                let range = k.load_vec("brange", meta, block + spec.box_code_words() as i64, 2);
-                (codes, range)
-            } else {
-                let at = k.let_(
-                    "meta_at",
-                    (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * (2 * d) as i64 + i64_of(sub * dims),
-                );
-                let lo = load_run(k, "kmin", meta, at.e(), dims);
-                let hi = load_run(k, "kmax", meta, at + d as i64, dims);
-                (lo, hi)
-            };
-            pages_v.push((j, valid, rows));
-        }
-        // Per (page, head): Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims; for the
-        // rigorous bounds the box sketch's upper and lower sums instead, and the page's `M`.
-        let mut partial = Vec::new();
-        let mut page_m = Vec::new();
+        // The rigorous pass's integer query weights, once per CTA for all its rounds.
         let weights: Vec<BoxWeights> = if rigorous {
             qs.iter().map(|qg| box_weights(k, qg, lanes)).collect()
         } else {
             Vec::new()
         };
-        for (_, _, (a, b)) in &pages_v {
-            if rigorous {
-                let page = box_page(k, a, b);
-                page_m.push(page.m);
-                for w in &weights {
-                    let (u, l) = page.sums(k, w);
-                    partial.push((Reduce::Sum, u));
-                    partial.push((Reduce::Sum, l));
-                }
-                continue;
-            }
-            for qg in &qs {
-                let dot = qg
-                    .iter()
-                    .zip(a.iter().zip(b))
-                    .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
-                        fma(*qx, select(qx.ge(0.0f32), *mx, *mn).f32(), acc)
-                    });
-                partial.push((Reduce::Sum, dot));
-            }
-        }
-        let per_head = if rigorous { 2 } else { 1 };
-        let dots = k.warp_allreduce_width(&partial, lanes);
         let slack = certified::slack(d) + BOX_WIDEN;
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
-        for (r, (j, valid, _)) in pages_v.iter().enumerate() {
-            // The page's last token sits at (j+1)·P − 1, its first at j·P, the query at len − 1.
-            let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
-            let at = |g: usize, i: usize| dots[(r * group as usize + g) * per_head + i].e();
-            let mut upper = f32c(f64::NEG_INFINITY);
-            let mut low = f32c(f64::INFINITY);
-            if rigorous {
-                let dfirst = k.let_("dfirst", (*j * spec.page_size as i32 + 1i32 - len).f32());
-                for (g, wg) in weights.iter().enumerate() {
-                    // The largest and smallest ALiBi term over the page's tokens (either end).
-                    let (u, l, alibi_mag) = match slope.get(g) {
-                        Some(s) => {
-                            let (x, y) = (k.let_("ab_last", *s * dpos), k.let_("ab_first", *s * dfirst));
-                            (at(g, 0) + x.max(y), at(g, 1) + x.min(y), x.abs().max(y.abs()))
-                        }
-                        None => (at(g, 0), at(g, 1), f32c(0.0)),
-                    };
-                    let mag = (page_m[r] + 1.0f32) * wg.qmag;
-                    let widen = k.let_("widen", fma(mag, slack, alibi_mag * (2.0f64).powi(-20)));
-                    upper = upper.max(u + widen);
-                    low = low.min(l - widen);
+        for round in 0..rounds {
+            // All metadata loads of the CTA's pages first, so they are in flight together.
+            let mut pages_v = Vec::new();
+            for r in 0..pages_per_group {
+                let j = k.let_(
+                    "j",
+                    first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
+                );
+                let valid = k.let_("valid", j.lt(scored));
+                // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
+                let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
+                let rows = if rigorous {
+                    // One 64-byte block a (page, head): this lane's min and max code words, then
+                    // both range words.
+                    let block = k.let_(
+                        "box_block",
+                        (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * spec.box_block_words() as i64,
+                    );
+                    let codes = load_run(k, "bcode", meta, block + i64_of(sub * (dims / 4)), dims / 4);
+                    let range = k.load_vec("brange", meta, block + spec.box_code_words() as i64, 2);
+                    (codes, range)
+                } else {
+                    let at = k.let_(
+                        "meta_at",
+                        (i64_of(phys) * i64_of(kv_heads) + i64_of(kvh)) * (2 * d) as i64 + i64_of(sub * dims),
+                    );
+                    let lo = load_run(k, "kmin", meta, at.e(), dims);
+                    let hi = load_run(k, "kmax", meta, at + d as i64, dims);
+                    (lo, hi)
+                };
+                pages_v.push((j, valid, rows));
+            }
+            // Per (page, head): Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims; for the
+            // rigorous bounds the box sketch's upper and lower sums instead, and the page's `M`.
+            let mut partial = Vec::new();
+            let mut page_m = Vec::new();
+            for (_, _, (a, b)) in &pages_v {
+                if rigorous {
+                    let page = box_page(k, a, b);
+                    page_m.push(page.m);
+                    for w in &weights {
+                        let (u, l) = page.sums(k, w);
+                        partial.push((Reduce::Sum, u));
+                        partial.push((Reduce::Sum, l));
+                    }
+                    continue;
                 }
-            } else {
-                for g in 0..group as usize {
-                    let u = match slope.get(g) {
-                        Some(s) => fma(*s, dpos, at(g, 0)),
-                        None => at(g, 0),
-                    };
-                    upper = upper.max(u);
+                for qg in &qs {
+                    let dot = qg
+                        .iter()
+                        .zip(a.iter().zip(b))
+                        .fold(f32c(0.0), |acc, (qx, (mn, mx))| {
+                            fma(*qx, select(qx.ge(0.0f32), *mx, *mn).f32(), acc)
+                        });
+                    partial.push((Reduce::Sum, dot));
                 }
             }
-            if lower.is_some() {
-                k.assign(warp_lb, select(*valid, warp_lb.max(low.clone()), warp_lb));
+            let per_head = if rigorous { 2 } else { 1 };
+            let dots = k.warp_allreduce_width(&partial, lanes);
+            for (r, (j, valid, _)) in pages_v.iter().enumerate() {
+                // The page's last token sits at (j+1)·P − 1, its first at j·P, the query at len − 1.
+                let dpos = k.let_("dpos", ((*j + 1i32) * spec.page_size as i32 - len).f32());
+                let at = |g: usize, i: usize| dots[(r * group as usize + g) * per_head + i].e();
+                let mut upper = f32c(f64::NEG_INFINITY);
+                let mut low = f32c(f64::INFINITY);
+                if rigorous {
+                    let dfirst = k.let_("dfirst", (*j * spec.page_size as i32 + 1i32 - len).f32());
+                    for (g, wg) in weights.iter().enumerate() {
+                        // The largest and smallest ALiBi term over the page's tokens (either end).
+                        let (u, l, alibi_mag) = match slope.get(g) {
+                            Some(s) => {
+                                let (x, y) = (k.let_("ab_last", *s * dpos), k.let_("ab_first", *s * dfirst));
+                                (at(g, 0) + x.max(y), at(g, 1) + x.min(y), x.abs().max(y.abs()))
+                            }
+                            None => (at(g, 0), at(g, 1), f32c(0.0)),
+                        };
+                        let mag = (page_m[r] + 1.0f32) * wg.qmag;
+                        let widen = k.let_("widen", fma(mag, slack, alibi_mag * (2.0f64).powi(-20)));
+                        upper = upper.max(u + widen);
+                        low = low.min(l - widen);
+                    }
+                } else {
+                    for g in 0..group as usize {
+                        let u = match slope.get(g) {
+                            Some(s) => fma(*s, dpos, at(g, 0)),
+                            None => at(g, 0),
+                        };
+                        upper = upper.max(u);
+                    }
+                }
+                if lower.is_some() {
+                    k.assign(warp_lb, select(*valid, warp_lb.max(low.clone()), warp_lb));
+                }
+                k.if_(valid.and(sub.eq_(0u32)), |k| {
+                    k.store(scores, out_row + i64_of(*j), upper)
+                });
             }
-            k.if_(valid.and(sub.eq_(0u32)), |k| {
-                k.store(scores, out_row + i64_of(*j), upper)
-            });
         }
         if let Some(lb_max) = lower {
             // The warp's largest lower bound (the lanes of a page agree on its bounds).
