@@ -159,12 +159,14 @@ pub fn page_score_box_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
 /// Grid (page blocks over `max_pages − 1` pages, kv heads, batch). CTAs past a sequence's
 /// scored pages exit at once, so the grid needs only the static shape, never the lengths.
 pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
+    page_blocks_geometry(tile, shape, tile.pages_per_block(spec))
+}
+
+/// Grid (blocks of `per_block` scored pages, kv heads, batch) at the box tile's threads: both
+/// page passes'.
+fn page_blocks_geometry(tile: &BoxScoreTile, shape: &PagedShape, per_block: u32) -> LaunchGeometry {
     LaunchGeometry {
-        grid: [
-            scored_page_blocks(shape, tile.pages_per_block(spec)),
-            shape.kv_heads,
-            shape.batch,
-        ],
+        grid: [scored_page_blocks(shape, per_block), shape.kv_heads, shape.batch],
         block: tile.threads,
         shared_bytes: 0,
     }
@@ -203,15 +205,7 @@ pub fn page_bounds_depth(spec: &PagedSpec) -> u32 {
 /// Grid of `page_bounds`: (page blocks of [`BoxScoreTile::bounds_pages_per_block`], kv heads,
 /// batch), the box tile's threads.
 pub fn page_bounds_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
-    LaunchGeometry {
-        grid: [
-            scored_page_blocks(shape, tile.bounds_pages_per_block(spec)),
-            shape.kv_heads,
-            shape.batch,
-        ],
-        block: tile.threads,
-        shared_bytes: 0,
-    }
+    page_blocks_geometry(tile, shape, tile.bounds_pages_per_block(spec))
 }
 
 /// Elements of the `page_scores` workspace (f32).

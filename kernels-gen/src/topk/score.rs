@@ -423,7 +423,8 @@ impl BoxPage {
         let min_down = dot(k, &self.min_codes, &w.neg_down); // Σ⌊q⁻/w⌋·cmin
         let min_pos = dot(k, &self.min_codes, &w.pos_down); // Σ⌊q⁺/w⌋·cmin
         let max_neg = dot(k, &self.max_codes, &w.neg_up); // Σ⌈q⁻/w⌉·cmax
-                                                          // `s·w` is exact (w a power of two).
+
+        // `s·w` is exact (w a power of two).
         let (smin, smax) = (
             k.let_("bsw_min", self.min_step * w.w),
             k.let_("bsw_max", self.max_step * w.w),
