@@ -274,26 +274,24 @@ impl PagedCase {
                         ),
                     }
                 };
+                // Token 0's and token 1's value of every dimension: the corners attaining the
+                // upper and the lower bound.
+                let corners: Vec<(f64, f64)> = (0..d)
+                    .map(|i| {
+                        let (hi, lo) = bounds(i);
+                        if q[i] >= 0.0 {
+                            (hi, lo)
+                        } else {
+                            (lo, hi)
+                        }
+                    })
+                    .collect();
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xb0c5);
                 for t in 0..len {
-                    for i in 0..d {
-                        let (hi, lo) = bounds(i);
-                        let up = q[i] >= 0.0;
+                    for (i, &(upper, lower)) in corners.iter().enumerate() {
                         k[t * d + i] = match t % p {
-                            0 => {
-                                if up {
-                                    hi
-                                } else {
-                                    lo
-                                }
-                            }
-                            1 => {
-                                if up {
-                                    lo
-                                } else {
-                                    hi
-                                }
-                            }
+                            0 => upper,
+                            1 => lower,
                             _ => rng.gen_range(-0.9..0.9),
                         };
                     }
