@@ -173,9 +173,10 @@ fn page_blocks_geometry(tile: &BoxScoreTile, shape: &PagedShape, per_block: u32)
 }
 
 /// Rounds of pages a CTA of `page_bounds` takes one after the other: its integer query weights
-/// (about 500 operations a lane at `paper`) are computed once for all of them. With one round
-/// they were more than a third of the pass's instructions (ncu at 20313e6: IPC 1.9, 0.469 ms
-/// at `paper` 1M; results/2026-12-02-box-dp4a/3-lanes).
+/// (a few hundred operations a lane, by count of the generator's code) are computed once for
+/// all of them. With one round the pass was issue-heavy (ncu at 20313e6: IPC 1.9, issue slots
+/// 47% busy, 0.469 ms at `paper` 1M; results/2026-12-02-box-dp4a/3-lanes); four rounds took it
+/// to 0.422 ms (4-rounds).
 pub const PAGE_BOUNDS_ROUNDS: u32 = 4;
 
 /// Threads of `page_bounds` a (page, KV head): as few as keep a lane's integer query weights
