@@ -165,10 +165,27 @@ pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &Pa
 /// Grid (blocks of `per_block` scored pages, kv heads, batch) at the box tile's threads: both
 /// page passes'.
 fn page_blocks_geometry(tile: &BoxScoreTile, shape: &PagedShape, per_block: u32) -> LaunchGeometry {
+    let blocks = scored_page_blocks(shape, per_block);
     LaunchGeometry {
-        grid: [scored_page_blocks(shape, per_block), shape.kv_heads, shape.batch],
+        grid: if PAGE_PASS_HEADS_FASTEST {
+            [shape.kv_heads, blocks, shape.batch]
+        } else {
+            [blocks, shape.kv_heads, shape.batch]
+        },
         block: tile.threads,
         shared_bytes: 0,
+    }
+}
+
+/// EXPERIMENT: kv heads on grid x.
+pub const PAGE_PASS_HEADS_FASTEST: bool = true;
+
+/// Page blocks of a page pass's grid.
+pub fn page_pass_blocks(g: &LaunchGeometry) -> u32 {
+    if PAGE_PASS_HEADS_FASTEST {
+        g.grid[1]
+    } else {
+        g.grid[0]
     }
 }
 
@@ -716,8 +733,9 @@ mod tests {
                     max_pages,
                 };
                 let g = page_score_box_geometry(&s, &t, &shape);
-                assert!(g.grid[0] as u64 * t.pages_per_block(&s) as u64 >= (max_pages - 1) as u64);
-                assert_eq!(&g.grid[1..], &[3, 2]);
+                assert!(page_pass_blocks(&g) as u64 * t.pages_per_block(&s) as u64 >= (max_pages - 1) as u64);
+                assert_eq!(g.grid[2], 2);
+                assert_eq!(g.grid[0] * g.grid[1], 3 * page_pass_blocks(&g));
             }
         }
     }

@@ -562,15 +562,17 @@ impl GpuBackend {
         for r in 0..(WARMUP + reps) as usize {
             for (i, per_copy) in sessions.iter().enumerate() {
                 let copy = (r * n + i) % copies;
-                let mut ms = 0.0;
+                let mut runs_ms = Vec::with_capacity(per_copy[copy].len());
                 for (keys, s, calls) in &per_copy[copy] {
-                    ms += bucket
-                        .cache(*keys, copy)
-                        .time_calls(&gpu, s, calls, &mut timer)
-                        .map_err(launch)?;
+                    runs_ms.push(
+                        bucket
+                            .cache(*keys, copy)
+                            .time_calls(&gpu, s, calls, &mut timer)
+                            .map_err(launch)?,
+                    );
                 }
                 if r >= WARMUP as usize {
-                    out[i].push(ms * 1e3);
+                    out[i].push(aggregate_runs(&runs_ms) * 1e3);
                 }
             }
         }
@@ -604,15 +606,19 @@ struct Run {
 }
 
 /// The steps that exercise `family` fed by `selector` (top-k keeps a quarter of the pages,
-/// BENCH.md). A family is verified in each and timed by the sum of its launches over them. The
+/// BENCH.md). A family is verified in each and timed over them by [`aggregate_runs`]. The
 /// sparse decode is searched once per selector, in that selector's step alone:
 /// timed on top-k's selection only, a tile was once chosen 1.7% faster there and ran Gaussian's
 /// 32k step 9% slower; timed on both, `gqa` top-k at 128k lost 7% (results/2026-11-30-refine,
 /// results/2026-11-30-jit-pool). Without a selector (the host cases' checks) it runs in both.
 /// The certified family's pruned row ([`Selector::Pruned`]) is searched in the page-pruned step
-/// on page-coherent keys (BENCH.md `peaked`, what pruning is for): on iid keys pruning keeps
-/// every page, and the full walk's winner there, one-warp CTAs at `paper` 1M, ran the pruned
-/// `peaked` step 40% slower (0.611 → 0.858 ms, results/2026-12-02-head-bound/1-checks-bench).
+/// on page-coherent keys (BENCH.md `peaked`, what pruning is for) and on iid keys, where
+/// pruning keeps every page and the step falls back to the full walk at the pruned row's tile.
+/// Timed on `peaked` alone it picked a tile whose fallback ran `paper` 1M at 1.322 ms instead
+/// of 1.173 (results/2026-12-02-box-dp4a/4-rounds); the full walk's own winner, one-warp CTAs
+/// at `paper` 1M, ran the pruned `peaked` step 40% slower (0.611 → 0.858 ms,
+/// results/2026-12-02-head-bound/1-checks-bench). So both runs count, by the geometric mean of
+/// their times ([`aggregate_runs`]): a tenth off either step counts the same.
 fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) -> Vec<Run> {
     let topk = Method::TopK {
         budget_pages: (max_pages / 4).max(1),
@@ -630,13 +636,27 @@ fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) ->
             .map(iid)
             .collect(),
         KernelFamily::PageScoreMoments | KernelFamily::SelectGaussian => vec![iid(Method::Gaussian)],
-        KernelFamily::DecodeCertified if selector == Some(Selector::Pruned) => vec![Run {
-            method: Method::CertifiedPruned,
-            keys: DeviceKeys::Peaked,
-        }],
+        KernelFamily::DecodeCertified if selector == Some(Selector::Pruned) => vec![
+            Run {
+                method: Method::CertifiedPruned,
+                keys: DeviceKeys::Peaked,
+            },
+            iid(Method::CertifiedPruned),
+        ],
         KernelFamily::DecodeCertified => vec![iid(Method::Certified)],
         KernelFamily::PageMeta => vec![iid(Method::Certified)],
     }
+}
+
+/// One timing of a candidate over the steps it runs in ([`runs_for`]): the geometric mean of
+/// their times, so that each step's relative change weighs the same whatever its length (a
+/// plain sum let the long iid fallback of the pruned row outvote its `peaked` step, ten times
+/// shorter). With one step it is that step's time.
+fn aggregate_runs(ms: &[f64]) -> f64 {
+    if ms.is_empty() {
+        return 0.0;
+    }
+    (ms.iter().map(|t| t.ln()).sum::<f64>() / ms.len() as f64).exp()
 }
 
 /// Largest relative L2 error over heads and largest relative τ difference.
@@ -715,5 +735,37 @@ impl MeasureBackend for GpuBackend {
         let r = self.time_candidates(cs, w, reps);
         self.add_phase("time", t);
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pruned_row_is_timed_on_both_caches_and_others_on_iid_keys() {
+        let pruned = runs_for(KernelFamily::DecodeCertified, Some(Selector::Pruned), 100);
+        assert_eq!(pruned.len(), 2);
+        assert!(pruned.iter().all(|r| r.method == Method::CertifiedPruned));
+        assert!(pruned.iter().any(|r| r.keys == DeviceKeys::Peaked));
+        assert!(pruned.iter().any(|r| r.keys == DeviceKeys::Normal));
+        let full = runs_for(KernelFamily::DecodeCertified, None, 100);
+        assert_eq!(
+            full,
+            vec![Run {
+                method: Method::Certified,
+                keys: DeviceKeys::Normal
+            }]
+        );
+    }
+
+    #[test]
+    fn runs_weigh_by_their_relative_change() {
+        assert_eq!(aggregate_runs(&[0.25]), 0.25);
+        assert!((aggregate_runs(&[0.1, 1.0]) - 0.1f64.sqrt()).abs() < 1e-12);
+        // A tenth off the short step is worth a tenth off the long one.
+        let a = aggregate_runs(&[0.09, 1.0]);
+        let b = aggregate_runs(&[0.1, 0.9]);
+        assert!((a - b).abs() < 1e-12);
     }
 }

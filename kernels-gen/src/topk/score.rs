@@ -32,7 +32,7 @@ use super::{i64_of, load_run, pages_of};
 use crate::{certified, page_meta, scalar_of, KernelGenError};
 use entkv_abi::{
     page_bounds_entry, page_bounds_lanes, page_score_box_entry, BoxScoreTile, PagedSpec, BOX_BITS,
-    PAGE_BOUNDS_ROUNDS,
+    PAGE_BOUNDS_ROUNDS, PAGE_PASS_HEADS_FASTEST,
 };
 use entkv_dsl::*;
 
@@ -41,6 +41,9 @@ use entkv_dsl::*;
 /// (four terms of at most `2M·(Σ|q'| + dims·w)` each, about ten roundings, then the lane
 /// reduction) stay below `2⁻¹⁷·(M + 1)·(Σ|q'| + Σ dims·w)`; `2⁻¹⁶` is twice that.
 pub const BOX_WIDEN: f64 = 1.0 / 65_536.0;
+
+/// EXPERIMENT: every round's block-table entries first.
+const TABLE_FIRST: bool = true;
 
 /// `page_score_box`: grid (page blocks, kv heads, batch).
 pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
@@ -109,10 +112,15 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         (tile.pages_per_block(spec), tile.pages_per_group, 1)
     };
 
-    let blk = k.let_("blk", k.block_idx(Axis::X));
-    let kvh = k.let_("kvh", k.block_idx(Axis::Y));
+    let (blk_axis, head_axis) = if PAGE_PASS_HEADS_FASTEST {
+        (Axis::Y, Axis::X)
+    } else {
+        (Axis::X, Axis::Y)
+    };
+    let blk = k.let_("blk", k.block_idx(blk_axis));
+    let kvh = k.let_("kvh", k.block_idx(head_axis));
     let b = k.let_("b", k.block_idx(Axis::Z));
-    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(head_axis));
     let tid = k.let_("tid", k.thread_idx());
     let sub = k.let_("sub", tid % lanes);
     let lg = k.let_("lg", (tid / lanes).i32());
@@ -133,7 +141,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     let warps = tile.threads / WARP;
     let lb_max_at = k.let_(
         "lb_max_at",
-        ((i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(k.grid_dim(Axis::X)) + i64_of(blk))
+        ((i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(k.grid_dim(blk_axis)) + i64_of(blk))
             * warps as i64
             + i64_of(tid / WARP),
     );
@@ -178,17 +186,33 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         };
         let slack = certified::slack(d) + BOX_WIDEN;
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
+        let mut table = Vec::new();
+        let page_slot = |k: &mut KernelBuilder, round: u32, r: u32| -> (Var, Var, Var) {
+            let j = k.let_(
+                "j",
+                first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
+            );
+            let valid = k.let_("valid", j.lt(scored));
+            // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
+            let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
+            (j, valid, phys)
+        };
+        if TABLE_FIRST {
+            for round in 0..rounds {
+                for r in 0..pages_per_group {
+                    table.push(page_slot(k, round, r));
+                }
+            }
+        }
         for round in 0..rounds {
             // All metadata loads of the CTA's pages first, so they are in flight together.
             let mut pages_v = Vec::new();
             for r in 0..pages_per_group {
-                let j = k.let_(
-                    "j",
-                    first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
-                );
-                let valid = k.let_("valid", j.lt(scored));
-                // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
-                let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
+                let (j, valid, phys) = if TABLE_FIRST {
+                    table[(round * pages_per_group + r) as usize]
+                } else {
+                    page_slot(k, round, r)
+                };
                 let rows = if rigorous {
                     // One 64-byte block a (page, head): this lane's min and max code words, then
                     // both range words.
