@@ -42,8 +42,15 @@ use entkv_dsl::*;
 /// reduction) stay below `2⁻¹⁷·(M + 1)·(Σ|q'| + Σ dims·w)`; `2⁻¹⁶` is twice that.
 pub const BOX_WIDEN: f64 = 1.0 / 65_536.0;
 
-/// EXPERIMENT: every round's block-table entries first.
-const TABLE_FIRST: bool = true;
+/// EXPERIMENT: when the block-table entries of a round are loaded.
+#[allow(dead_code)]
+#[derive(PartialEq)]
+enum TableLoads {
+    InRound,
+    AllFirst,
+    OneAhead,
+}
+const TABLE_LOADS: TableLoads = TableLoads::OneAhead;
 
 /// `page_score_box`: grid (page blocks, kv heads, batch).
 pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
@@ -186,33 +193,42 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         };
         let slack = certified::slack(d) + BOX_WIDEN;
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
-        let mut table = Vec::new();
-        let page_slot = |k: &mut KernelBuilder, round: u32, r: u32| -> (Var, Var, Var) {
+        // Slot `r` of `round`: the page index, whether it is scored, and its block-table entry.
+        let slot = |k: &mut KernelBuilder, round: u32, r: u32| -> (Var, Var) {
             let j = k.let_(
                 "j",
                 first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
             );
             let valid = k.let_("valid", j.lt(scored));
-            // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
-            let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
-            (j, valid, phys)
+            (j, valid)
         };
-        if TABLE_FIRST {
-            for round in 0..rounds {
-                for r in 0..pages_per_group {
-                    table.push(page_slot(k, round, r));
-                }
-            }
-        }
+        // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
+        let table_entry = |k: &mut KernelBuilder, j: Var, valid: Var| {
+            k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))))
+        };
+        let round_entries = |k: &mut KernelBuilder, round: u32| -> Vec<Var> {
+            (0..pages_per_group)
+                .map(|r| {
+                    let (j, valid) = slot(k, round, r);
+                    table_entry(k, j, valid)
+                })
+                .collect()
+        };
+        let mut table: Vec<Vec<Var>> = match TABLE_LOADS {
+            TableLoads::InRound => Vec::new(),
+            TableLoads::AllFirst => (0..rounds).map(|round| round_entries(k, round)).collect(),
+            TableLoads::OneAhead => vec![round_entries(k, 0)],
+        };
         for round in 0..rounds {
             // All metadata loads of the CTA's pages first, so they are in flight together.
+            let entries = match TABLE_LOADS {
+                TableLoads::InRound => round_entries(k, round),
+                TableLoads::AllFirst => table[round as usize].clone(),
+                TableLoads::OneAhead => table.remove(0),
+            };
             let mut pages_v = Vec::new();
-            for r in 0..pages_per_group {
-                let (j, valid, phys) = if TABLE_FIRST {
-                    table[(round * pages_per_group + r) as usize]
-                } else {
-                    page_slot(k, round, r)
-                };
+            for (r, phys) in entries.into_iter().enumerate() {
+                let (j, valid) = slot(k, round, r as u32);
                 let rows = if rigorous {
                     // One 64-byte block a (page, head): this lane's min and max code words, then
                     // both range words.
@@ -233,6 +249,10 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                     (lo, hi)
                 };
                 pages_v.push((j, valid, rows));
+            }
+            // The next round's entries, in flight while this round's sums are computed.
+            if TABLE_LOADS == TableLoads::OneAhead && round + 1 < rounds {
+                table.push(round_entries(k, round + 1));
             }
             // Per (page, head): Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims; for the
             // rigorous bounds the box sketch's upper and lower sums instead, and the page's `M`.
