@@ -555,7 +555,7 @@ pub fn certified_prune_calls(
         ArgRef::I32(shape.max_pages as i32),
     ]);
     let bounds_geometry = page_bounds_geometry(spec, box_tile, shape);
-    // One maximum per page_bounds warp (32 threads): grid (page blocks, kv heads, batch).
+    // One maximum per page_bounds warp (32 threads): grid (kv heads, page blocks, batch).
     let lb_slots = crate::topk::page_pass_blocks(&bounds_geometry) * (box_tile.threads / 32);
     let rows = shape.kv_heads as u64 * shape.batch as u64;
     let prune = prune_geometry(sel_tile, shape);

@@ -1,7 +1,7 @@
 //! Top-k page selection over the paged cache (`crate::paged`) and the softmax top-k (Quest)
 //! decode the paper compares against. Four kernels:
 //!
-//! 1. `page_score_box`, grid (page blocks, kv heads, batch): for every logical page
+//! 1. `page_score_box`, grid (kv heads, page blocks, batch): for every logical page
 //!    `j < pages − 1` of a sequence (the last page is never scored) and every KV head, the box
 //!    upper bound of the scores of the page's tokens, maximised over the query heads of the GQA
 //!    group:
@@ -156,37 +156,30 @@ pub fn page_score_box_signature(spec: &PagedSpec) -> Vec<ArgSpec> {
     v
 }
 
-/// Grid (page blocks over `max_pages − 1` pages, kv heads, batch). CTAs past a sequence's
+/// Grid (kv heads, page blocks over `max_pages − 1` pages, batch). CTAs past a sequence's
 /// scored pages exit at once, so the grid needs only the static shape, never the lengths.
 pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
     page_blocks_geometry(tile, shape, tile.pages_per_block(spec))
 }
 
-/// Grid (blocks of `per_block` scored pages, kv heads, batch) at the box tile's threads: both
-/// page passes'.
+/// Grid (kv heads, blocks of `per_block` scored pages, batch) at the box tile's threads: both
+/// page passes'. KV heads on x: the CTAs that run together read the same pages of every head,
+/// so the block-table entries they load are shared in L1/L2 (top-k's box pass at `paper` 1M:
+/// 0.436 → 0.415 ms, results/2026-12-03-page-pass-order). Page blocks on y, so at most 65535
+/// of them (at the smallest tile, 16 pages a block, about 1M pages a sequence); a larger cache
+/// is refused at launch validation.
 fn page_blocks_geometry(tile: &BoxScoreTile, shape: &PagedShape, per_block: u32) -> LaunchGeometry {
     let blocks = scored_page_blocks(shape, per_block);
     LaunchGeometry {
-        grid: if PAGE_PASS_HEADS_FASTEST {
-            [shape.kv_heads, blocks, shape.batch]
-        } else {
-            [blocks, shape.kv_heads, shape.batch]
-        },
+        grid: [shape.kv_heads, blocks, shape.batch],
         block: tile.threads,
         shared_bytes: 0,
     }
 }
 
-/// EXPERIMENT: kv heads on grid x.
-pub const PAGE_PASS_HEADS_FASTEST: bool = true;
-
-/// Page blocks of a page pass's grid.
+/// Page blocks of a page pass's grid (its y axis).
 pub fn page_pass_blocks(g: &LaunchGeometry) -> u32 {
-    if PAGE_PASS_HEADS_FASTEST {
-        g.grid[1]
-    } else {
-        g.grid[0]
-    }
+    g.grid[1]
 }
 
 /// Rounds of pages a CTA of `page_bounds` takes one after the other: its integer query weights
@@ -220,7 +213,7 @@ pub fn page_bounds_depth(spec: &PagedSpec) -> u32 {
     (4 / page_bounds_lanes(spec)).max(1)
 }
 
-/// Grid of `page_bounds`: (page blocks of [`BoxScoreTile::bounds_pages_per_block`], kv heads,
+/// Grid of `page_bounds`: (kv heads, page blocks of [`BoxScoreTile::bounds_pages_per_block`],
 /// batch), the box tile's threads.
 pub fn page_bounds_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
     page_blocks_geometry(tile, shape, tile.bounds_pages_per_block(spec))

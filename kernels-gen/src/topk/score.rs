@@ -32,7 +32,7 @@ use super::{i64_of, load_run, pages_of};
 use crate::{certified, page_meta, scalar_of, KernelGenError};
 use entkv_abi::{
     page_bounds_entry, page_bounds_lanes, page_score_box_entry, BoxScoreTile, PagedSpec, BOX_BITS,
-    PAGE_BOUNDS_ROUNDS, PAGE_PASS_HEADS_FASTEST,
+    PAGE_BOUNDS_ROUNDS,
 };
 use entkv_dsl::*;
 
@@ -42,22 +42,12 @@ use entkv_dsl::*;
 /// reduction) stay below `2⁻¹⁷·(M + 1)·(Σ|q'| + Σ dims·w)`; `2⁻¹⁶` is twice that.
 pub const BOX_WIDEN: f64 = 1.0 / 65_536.0;
 
-/// EXPERIMENT: when the block-table entries of a round are loaded.
-#[allow(dead_code)]
-#[derive(PartialEq)]
-enum TableLoads {
-    InRound,
-    AllFirst,
-    OneAhead,
-}
-const TABLE_LOADS: TableLoads = TableLoads::OneAhead;
-
-/// `page_score_box`: grid (page blocks, kv heads, batch).
+/// `page_score_box`: grid (kv heads, page blocks, batch) (`entkv_abi::page_score_box_geometry`).
 pub fn box_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
     bounds_pass(spec, tile, false)
 }
 
-/// `page_bounds`: grid (page blocks, kv heads, batch); `page_score_box`'s grid and tile.
+/// `page_bounds`: grid (kv heads, page blocks, batch); `page_score_box`'s tile.
 pub fn page_bounds_kernel(spec: &PagedSpec, tile: &BoxScoreTile) -> Result<Kernel, KernelGenError> {
     bounds_pass(spec, tile, true)
 }
@@ -119,15 +109,10 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         (tile.pages_per_block(spec), tile.pages_per_group, 1)
     };
 
-    let (blk_axis, head_axis) = if PAGE_PASS_HEADS_FASTEST {
-        (Axis::Y, Axis::X)
-    } else {
-        (Axis::X, Axis::Y)
-    };
-    let blk = k.let_("blk", k.block_idx(blk_axis));
-    let kvh = k.let_("kvh", k.block_idx(head_axis));
+    let blk = k.let_("blk", k.block_idx(Axis::Y));
+    let kvh = k.let_("kvh", k.block_idx(Axis::X));
     let b = k.let_("b", k.block_idx(Axis::Z));
-    let kv_heads = k.let_("kv_heads", k.grid_dim(head_axis));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
     let tid = k.let_("tid", k.thread_idx());
     let sub = k.let_("sub", tid % lanes);
     let lg = k.let_("lg", (tid / lanes).i32());
@@ -142,13 +127,13 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         (i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(mp),
     );
 
-    // This warp's slot of `page_lb_max`: one per warp of every CTA (grid x is the page-block
+    // This warp's slot of `page_lb_max`: one per warp of every CTA (grid y is the page-block
     // count). Warps, not CTAs: a block reduction's barrier held each CTA until its slowest
     // warp and made the pass 10% slower.
     let warps = tile.threads / WARP;
     let lb_max_at = k.let_(
         "lb_max_at",
-        ((i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(k.grid_dim(blk_axis)) + i64_of(blk))
+        ((i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(k.grid_dim(Axis::Y)) + i64_of(blk))
             * warps as i64
             + i64_of(tid / WARP),
     );
@@ -193,7 +178,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         };
         let slack = certified::slack(d) + BOX_WIDEN;
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
-        // Slot `r` of `round`: the page index, whether it is scored, and its block-table entry.
+        // Slot `r` of `round`: the page index and whether it is scored.
         let slot = |k: &mut KernelBuilder, round: u32, r: u32| -> (Var, Var) {
             let j = k.let_(
                 "j",
@@ -214,18 +199,15 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                 })
                 .collect()
         };
-        let mut table: Vec<Vec<Var>> = match TABLE_LOADS {
-            TableLoads::InRound => Vec::new(),
-            TableLoads::AllFirst => (0..rounds).map(|round| round_entries(k, round)).collect(),
-            TableLoads::OneAhead => vec![round_entries(k, 0)],
-        };
+        // A round's block-table entries are loaded during the round before it, so its metadata
+        // loads wait on one round trip, not two (`page_bounds` at `paper` 1M: 0.427 → 0.358 ms,
+        // results/2026-12-03-page-pass-order). Loading every round's entries first was as fast
+        // at 1M but spilled at GQA 2 with ALiBi; one round ahead costs `pages_per_group`
+        // registers.
+        let mut next_entries = round_entries(k, 0);
         for round in 0..rounds {
             // All metadata loads of the CTA's pages first, so they are in flight together.
-            let entries = match TABLE_LOADS {
-                TableLoads::InRound => round_entries(k, round),
-                TableLoads::AllFirst => table[round as usize].clone(),
-                TableLoads::OneAhead => table.remove(0),
-            };
+            let entries = std::mem::take(&mut next_entries);
             let mut pages_v = Vec::new();
             for (r, phys) in entries.into_iter().enumerate() {
                 let (j, valid) = slot(k, round, r as u32);
@@ -251,8 +233,8 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                 pages_v.push((j, valid, rows));
             }
             // The next round's entries, in flight while this round's sums are computed.
-            if TABLE_LOADS == TableLoads::OneAhead && round + 1 < rounds {
-                table.push(round_entries(k, round + 1));
+            if round + 1 < rounds {
+                next_entries = round_entries(k, round + 1);
             }
             // Per (page, head): Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims; for the
             // rigorous bounds the box sketch's upper and lower sums instead, and the page's `M`.
