@@ -178,24 +178,18 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         };
         let slack = certified::slack(d) + BOX_WIDEN;
         let warp_lb = k.let_typed("warp_lb", Scalar::F32, f64::NEG_INFINITY);
-        // Slot `r` of `round`: the page index and whether it is scored.
-        let slot = |k: &mut KernelBuilder, round: u32, r: u32| -> (Var, Var) {
-            let j = k.let_(
-                "j",
-                first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
-            );
-            let valid = k.let_("valid", j.lt(scored));
-            (j, valid)
-        };
-        // Page 0 is scored whenever this CTA runs, so it is a safe stand-in.
-        let table_entry = |k: &mut KernelBuilder, j: Var, valid: Var| {
-            k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))))
-        };
-        let round_entries = |k: &mut KernelBuilder, round: u32| -> Vec<Var> {
+        // Slot `r` of `round`: the page index, whether it is scored, and its block-table entry
+        // (page 0 is scored whenever this CTA runs, so it is a safe stand-in).
+        let round_slots = |k: &mut KernelBuilder, round: u32| -> Vec<(Var, Var, Var)> {
             (0..pages_per_group)
                 .map(|r| {
-                    let (j, valid) = slot(k, round, r);
-                    table_entry(k, j, valid)
+                    let j = k.let_(
+                        "j",
+                        first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
+                    );
+                    let valid = k.let_("valid", j.lt(scored));
+                    let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
+                    (j, valid, phys)
                 })
                 .collect()
         };
@@ -204,13 +198,12 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         // results/2026-12-03-page-pass-order). Loading every round's entries first was as fast
         // at 1M but spilled at GQA 2 with ALiBi; one round ahead costs `pages_per_group`
         // registers.
-        let mut next_entries = round_entries(k, 0);
+        let mut next_slots = round_slots(k, 0);
         for round in 0..rounds {
             // All metadata loads of the CTA's pages first, so they are in flight together.
-            let entries = std::mem::take(&mut next_entries);
+            let slots = std::mem::take(&mut next_slots);
             let mut pages_v = Vec::new();
-            for (r, phys) in entries.into_iter().enumerate() {
-                let (j, valid) = slot(k, round, r as u32);
+            for (j, valid, phys) in slots {
                 let rows = if rigorous {
                     // One 64-byte block a (page, head): this lane's min and max code words, then
                     // both range words.
@@ -234,7 +227,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
             }
             // The next round's entries, in flight while this round's sums are computed.
             if round + 1 < rounds {
-                next_entries = round_entries(k, round + 1);
+                next_slots = round_slots(k, round + 1);
             }
             // Per (page, head): Σ_i max(q_i·min_i, q_i·max_i) over this lane's dims; for the
             // rigorous bounds the box sketch's upper and lower sums instead, and the page's `M`.
