@@ -166,8 +166,8 @@ pub fn page_score_box_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &Pa
 /// page passes'. KV heads on x: the CTAs that run together read the same pages of every head,
 /// so the block-table entries they load are shared in L1/L2 (top-k's box pass at `paper` 1M:
 /// 0.436 → 0.415 ms, results/2026-12-03-page-pass-order). Page blocks on y, so at most 65535
-/// of them (at the smallest tile, 16 pages a block, about 1M pages a sequence); a larger cache
-/// is refused at launch validation.
+/// of them (the default tile covers 32 pages a block at d = 128, 128 at d = 32); a larger
+/// cache is refused at launch validation.
 fn page_blocks_geometry(tile: &BoxScoreTile, shape: &PagedShape, per_block: u32) -> LaunchGeometry {
     let blocks = scored_page_blocks(shape, per_block);
     LaunchGeometry {
