@@ -17,9 +17,9 @@ use crate::gaussian::{
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
 use crate::signature::Elem;
 use crate::topk::{
-    page_bounds_entry, page_bounds_geometry, page_score_box_entry, page_score_box_geometry,
-    page_scores_elems, prune_geometry, prune_mark_entry, prune_mask_words, prune_tau_entry,
-    select_pruned_entry, select_topk_entry, select_topk_geometry, softmax_topk_entry_names,
+    page_bounds_entry, page_bounds_geometry, page_bounds_heads, page_score_box_entry,
+    page_score_box_geometry, page_scores_elems, prune_geometry, prune_mark_entry, prune_mask_words,
+    prune_tau_entry, select_pruned_entry, select_topk_entry, select_topk_geometry, softmax_topk_entry_names,
     softmax_topk_finish_geometry, softmax_topk_plan, softmax_topk_score_geometry, softmax_topk_workspace,
     BoxScoreTile, SelectTopkTile, SoftmaxTopkTile,
 };
@@ -553,9 +553,11 @@ pub fn certified_prune_calls(
         buf("page_ub"),
         buf("page_lb_max"),
         ArgRef::I32(shape.max_pages as i32),
+        ArgRef::I32(page_bounds_heads(spec, shape).trailing_zeros() as i32),
     ]);
     let bounds_geometry = page_bounds_geometry(spec, box_tile, shape);
-    // One maximum per page_bounds warp (32 threads): grid (kv heads, page blocks, batch).
+    // One maximum per page_bounds warp (32 threads) and KV head: grid (kv heads / H, page
+    // blocks, batch), every warp holding pages of all H heads of its block.
     let lb_slots = crate::topk::page_pass_blocks(&bounds_geometry) * (box_tile.threads / 32);
     let rows = shape.kv_heads as u64 * shape.batch as u64;
     let prune = prune_geometry(sel_tile, shape);

@@ -213,10 +213,28 @@ pub fn page_bounds_depth(spec: &PagedSpec) -> u32 {
     (4 / page_bounds_lanes(spec)).max(1)
 }
 
-/// Grid of `page_bounds`: (kv heads, page blocks of [`BoxScoreTile::bounds_pages_per_block`],
-/// batch), the box tile's threads.
+/// KV heads one CTA of `page_bounds` bounds together (a power of two): lane group `g` takes head
+/// `g mod H` of the CTA's heads, so each load instruction of a warp reads `H` heads' 64-byte
+/// blocks of one page, `64·H` contiguous bytes (the page box sketch is laid out page by page).
+/// A 64-byte block alone is what the H200 reads worst: random 64-byte rows of an 805 MB pool
+/// read at 2.2 TB/s, the blocks of 2, 8 or 24 heads of a page together at 3.5, 3.6 and 3.7
+/// (`page_bounds` at `paper` 1M with one head a CTA: 0.355 ms, 2.3 TB/s;
+/// results/2026-12-03-page-access). The largest power of two ≤ 8 that divides the KV heads and
+/// leaves every warp all `H` heads (at most its lane groups), so every warp publishes one
+/// lower-bound maximum a head.
+pub fn page_bounds_heads(spec: &PagedSpec, shape: &PagedShape) -> u32 {
+    let divides = 1u32 << shape.kv_heads.max(1).trailing_zeros().min(3);
+    divides.min(32 / page_bounds_lanes(spec)).max(1)
+}
+
+/// Grid of `page_bounds`: (KV heads / [`page_bounds_heads`], page blocks, batch) at the box
+/// tile's threads; a block bounds [`BoxScoreTile::bounds_pages_per_block`] / `H` pages of each
+/// of its heads.
 pub fn page_bounds_geometry(spec: &PagedSpec, tile: &BoxScoreTile, shape: &PagedShape) -> LaunchGeometry {
-    page_blocks_geometry(tile, shape, tile.bounds_pages_per_block(spec))
+    let heads = page_bounds_heads(spec, shape);
+    let mut g = page_blocks_geometry(tile, shape, tile.bounds_pages_per_block(spec) / heads);
+    g.grid[0] /= heads;
+    g
 }
 
 /// Elements of the `page_scores` workspace (f32).
@@ -711,6 +729,43 @@ mod tests {
             max_pages: 0,
         };
         assert!(softmax_topk_plan(&s, &t, &zero, 1, 132).is_err());
+    }
+
+    #[test]
+    fn bounds_blocks_take_several_heads_and_cover_every_page() {
+        // (d, group, kv heads) → heads a block: a power of two dividing the KV heads, ≤ 8,
+        // and at most a warp's lane groups (2, 4, 8 and 16 lanes a page here).
+        for (d, g, kv, want) in [
+            (32, 1, 24, 8),
+            (32, 1, 12, 4),
+            (32, 1, 3, 1),
+            (32, 1, 1, 1),
+            (32, 4, 8, 8),
+            (64, 2, 16, 4),
+            (128, 4, 8, 2),
+        ] {
+            let s = spec(d, g, 16, DType::F16);
+            let t = BoxScoreTile::default_for(&s);
+            for max_pages in [1u32, 2, 129, 65_537] {
+                let shape = PagedShape {
+                    batch: 2,
+                    kv_heads: kv,
+                    num_pages: 10,
+                    max_pages,
+                };
+                let h = page_bounds_heads(&s, &shape);
+                assert_eq!(h, want, "d {d} g {g} kv {kv}");
+                assert!(h * page_bounds_lanes(&s) <= 32);
+                let geo = page_bounds_geometry(&s, &t, &shape);
+                assert_eq!(geo.grid, [kv / h, geo.grid[1], 2]);
+                let per_head = (t.bounds_pages_per_block(&s) / h) as u64;
+                assert!(page_pass_blocks(&geo) as u64 * per_head >= (max_pages - 1) as u64);
+                assert!(
+                    page_pass_blocks(&geo) == 1
+                        || (page_pass_blocks(&geo) as u64 - 1) * per_head < (max_pages - 1) as u64
+                );
+            }
+        }
     }
 
     #[test]

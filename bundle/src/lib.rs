@@ -28,13 +28,15 @@ pub use writer::{BundleMeta, BundleWriter};
 /// or refuse; readers refuse versions outside [`OLDEST_SCHEMA_VERSION`]..=`SCHEMA_VERSION`
 /// ([`BundleError::Schema`]). History: 2 added the rows' optional `selector`, 3 the per-token
 /// 4-bit sketch grid, 4 the certified tiles' optional `share_bound` and the `pruned` selector,
-/// 5 the page box sketch (`page_meta` writes `meta_box`, `page_bounds` reads it).
-pub const SCHEMA_VERSION: u32 = 5;
+/// 5 the page box sketch (`page_meta` writes `meta_box`, `page_bounds` reads it), 6 several KV
+/// heads a `page_bounds` block (its `heads_log2` argument).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
-/// bundles take other metadata buffers (no page box sketch), so launching them with today's
-/// arguments would be undefined; they are refused with a request to rebuild.
-pub const OLDEST_SCHEMA_VERSION: u32 = 5;
+/// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
+/// `heads_log2`), so launching them with today's arguments would be undefined; they are
+/// refused with a request to rebuild.
+pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.
 pub const MANIFEST_FILE: &str = "manifest.json";

@@ -261,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 6);
+            edit_manifest(&t.0, |m| m.schema_version = 7);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(6);
+            v["manifest"]["schema_version"] = serde_json::json!(7);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -272,14 +272,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 6,
-                    supported: 5
+                    found: 7,
+                    supported: 6
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 6") && e.to_string().contains("versions 5–5"),
+            e.to_string().contains("schema version 7") && e.to_string().contains("versions 6–6"),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -288,18 +288,18 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 7, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 8, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
-            found: 7,
-            supported: 5
+            found: 8,
+            supported: 6
         }
     ));
-    // Versions 1–4 predate the page box sketch: their `page_meta` and `page_bounds` kernels
-    // take other buffers, so they are refused with a request to rebuild.
+    // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
+    // kernels take other arguments, so they are refused with a request to rebuild.
     for old in 1..OLDEST_SCHEMA_VERSION {
         let t = TempDir::new("old");
         bundle().write_dir(&t.0).unwrap();
@@ -405,7 +405,7 @@ fn bad_manifest_json_is_not_a_bundle() {
             "{\"manifest\": {}, \"manifest_sha256\": \"00\"}",
             "no schema_version",
         ),
-        ("{\"manifest\": {\"schema_version\": 5}}", "manifest_sha256"),
+        ("{\"manifest\": {\"schema_version\": 6}}", "manifest_sha256"),
     ] {
         std::fs::write(t.0.join(MANIFEST_FILE), text).unwrap();
         let e = Bundle::open(&t.0).unwrap_err();
@@ -415,7 +415,7 @@ fn bad_manifest_json_is_not_a_bundle() {
     // Right schema, wrong fields: Corrupt, naming the field.
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        "{\"manifest\": {\"schema_version\": 5}, \"manifest_sha256\": \"00\"}",
+        "{\"manifest\": {\"schema_version\": 6}, \"manifest_sha256\": \"00\"}",
     )
     .unwrap();
     let e = Bundle::open(&t.0).unwrap_err();
@@ -805,11 +805,11 @@ fn errors_name_the_problem() {
     let e = BundleError::MissingArtifact { file: "a.ptx".into() };
     assert!(e.to_string().contains("`a.ptx`"));
     let e = BundleError::Schema {
-        found: 6,
-        supported: 5,
+        found: 7,
+        supported: 6,
     };
     assert!(
-        e.to_string().contains("version 6") && e.to_string().contains("versions 5–5"),
+        e.to_string().contains("version 7") && e.to_string().contains("versions 6–6"),
         "{e}"
     );
 }

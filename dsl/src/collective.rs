@@ -70,6 +70,57 @@ impl KernelBuilder {
         acc
     }
 
+    /// Reduce across the lanes whose indices agree modulo `stride` (a power of two ≤ 32): lane
+    /// `l` receives the reduction over lanes `l mod stride + k·stride`. `stride = 1` is
+    /// [`Self::warp_allreduce_many`]; a runtime `stride_log` (see
+    /// [`Self::warp_allreduce_strided_dyn`]) serves strides known at launch only.
+    pub fn warp_allreduce_strided(&mut self, items: &[(Reduce, Expr)], stride: u32) -> Vec<Var> {
+        assert!(stride.is_power_of_two() && stride <= WARP, "stride {stride}");
+        let acc: Vec<Var> = items.iter().map(|(_, e)| self.let_("red", e.clone())).collect();
+        let mut offset = stride;
+        while offset < WARP {
+            let recv: Vec<Var> = acc
+                .iter()
+                .map(|a| self.shuffle(ShuffleMode::Xor, *a, u32c(offset as u64)))
+                .collect();
+            for ((a, r), (op, _)) in acc.iter().zip(&recv).zip(items) {
+                self.assign(*a, op.combine(*a, *r));
+            }
+            offset *= 2;
+        }
+        acc
+    }
+
+    /// [`Self::warp_allreduce_strided`] with the stride `1 << stride_log` a runtime value
+    /// (`stride_log` a u32 expression below 6): every offset from `min_stride` up runs its
+    /// shuffle, and its result counts only at offsets of at least the stride.
+    pub fn warp_allreduce_strided_dyn(
+        &mut self,
+        items: &[(Reduce, Expr)],
+        stride_log: Expr,
+        min_stride: u32,
+    ) -> Vec<Var> {
+        assert!(
+            min_stride.is_power_of_two() && min_stride <= WARP,
+            "stride {min_stride}"
+        );
+        let stride = self.let_("red_stride", u32c(1) << stride_log.u32());
+        let acc: Vec<Var> = items.iter().map(|(_, e)| self.let_("red", e.clone())).collect();
+        let mut offset = min_stride;
+        while offset < WARP {
+            let on = self.let_("red_on", stride.le(offset));
+            let recv: Vec<Var> = acc
+                .iter()
+                .map(|a| self.shuffle(ShuffleMode::Xor, *a, u32c(offset as u64)))
+                .collect();
+            for ((a, r), (op, _)) in acc.iter().zip(&recv).zip(items) {
+                self.assign(*a, select(on, op.combine(*a, *r), *a));
+            }
+            offset *= 2;
+        }
+        acc
+    }
+
     /// Reduce values across the whole block; every thread receives the results.
     ///
     /// `scratch` is a shared array of at least `warps × items` elements of the items' type

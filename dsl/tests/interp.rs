@@ -952,6 +952,55 @@ fn shuffle_in_whole_warps_of_a_divergent_branch_is_fine() {
 // ----- collectives -----------------------------------------------------------------------
 
 #[test]
+fn strided_warp_reductions_combine_lanes_of_one_residue() {
+    // Static strides 1..32 and the same at run time (stride_log a kernel argument, from a
+    // smaller minimum): lane l gets the max and the sum over lanes ≡ l mod stride.
+    for stride in [1u32, 2, 4, 8, 16, 32] {
+        for dynamic in [false, true] {
+            let mut k = KernelBuilder::new(format!("strided_{stride}_{dynamic}"), 64);
+            let out = k.buffer("out", Scalar::U32, Access::Write);
+            let log = k.scalar_param("stride_log", Scalar::U32);
+            let tid = k.let_("tid", k.thread_idx());
+            // Values that differ per lane, not monotone in the lane.
+            let v = k.let_("v", (tid * 37u32 + 11u32) % 64u32);
+            let items = [(Reduce::Max, v.e()), (Reduce::Sum, v.e())];
+            let r = if dynamic {
+                k.warp_allreduce_strided_dyn(&items, log, 1)
+            } else {
+                k.warp_allreduce_strided(&items, stride)
+            };
+            k.store(out, tid * 2u32, r[0]);
+            k.store(out, tid * 2u32 + 1u32, r[1]);
+            let kernel = k.finish().unwrap();
+            let mut o = HostBuffer::zeros(Scalar::U32, 128);
+            launch(
+                &kernel,
+                1,
+                &mut [
+                    Arg::Buf(&mut o),
+                    Arg::Scalar(ScalarValue::U32(stride.trailing_zeros())),
+                ],
+            )
+            .unwrap();
+            let o = o.as_u32().unwrap();
+            for t in 0..64u32 {
+                let class: Vec<u32> = (0..32u32)
+                    .map(|l| (t / 32) * 32 + l)
+                    .filter(|l| l % stride == t % stride)
+                    .map(|l| (l * 37 + 11) % 64)
+                    .collect();
+                let want = (*class.iter().max().unwrap(), class.iter().sum::<u32>());
+                assert_eq!(
+                    (o[2 * t as usize], o[2 * t as usize + 1]),
+                    want,
+                    "stride {stride}, dynamic {dynamic}, thread {t}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn block_allreduce_many_all_block_sizes() {
     for bt in [32u32, 64, 96, 256, 1024] {
         let blocks = 3u32;

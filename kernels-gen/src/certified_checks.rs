@@ -223,6 +223,13 @@ impl CertifiedCheck {
                 // The row's largest lower bound: some page's tokens must all score at least it,
                 // for every head of the group.
                 let slots = &lb_max[(b * kv_heads + kvh) * lb_slots..][..lb_slots];
+                // Every warp writes its slot of every head of its block (−∞ without pages); a
+                // slot left poisoned (NaN) would be ignored by τ_low and prune less.
+                if let Some(s) = slots.iter().position(|v| v.is_nan()) {
+                    return Err(format!(
+                        "b {b} kv head {kvh}: lower-bound slot {s} was never written"
+                    ));
+                }
                 let best = slots.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v as f32));
                 let floor_of = |j: usize| -> f64 {
                     (0..group)
@@ -477,6 +484,67 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             KeyData::Normal,
         ),
     ];
+    // More KV heads: `page_bounds` takes H of them a block (`entkv_abi::page_bounds_heads`:
+    // 8, 4 and 1 here), each warp publishing one lower-bound maximum a head.
+    let heads = |kv_heads: u32, c: PagedCase| PagedCase { kv_heads, ..c };
+    let cases = cases.into_iter().chain([
+        heads(
+            8,
+            mk(
+                1.5,
+                32,
+                1,
+                16,
+                4,
+                DType::F16,
+                false,
+                vec![3000, 700],
+                KeyData::Peaked,
+            ),
+        ),
+        heads(
+            8,
+            mk(
+                1.5,
+                32,
+                1,
+                16,
+                4,
+                DType::F16,
+                false,
+                vec![600, 17],
+                KeyData::BoxCorner,
+            ),
+        ),
+        heads(
+            12,
+            mk(
+                1.5,
+                32,
+                2,
+                16,
+                4,
+                DType::BF16,
+                true,
+                vec![1500, 33],
+                KeyData::Normal,
+            ),
+        ),
+        heads(
+            3,
+            mk(
+                2.0,
+                64,
+                1,
+                16,
+                4,
+                DType::F16,
+                false,
+                vec![900],
+                KeyData::PeakedFirstHead,
+            ),
+        ),
+    ]);
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
     for case in cases {
         let tile = DenseTile::default_certified(&case.spec);

@@ -618,7 +618,12 @@ struct Run {
 /// of 1.173 (results/2026-12-02-box-dp4a/4-rounds); the full walk's own winner, one-warp CTAs
 /// at `paper` 1M, ran the pruned `peaked` step 40% slower (0.611 → 0.858 ms,
 /// results/2026-12-02-head-bound/1-checks-bench). So both runs count, by the geometric mean of
-/// their times ([`aggregate_runs`]): a tenth off either step counts the same.
+/// their times ([`aggregate_runs`]): a tenth off either step counts the same. The full walk is
+/// timed on both caches too: it reads every token whatever the keys, but how many it rescores
+/// and how soon its bound tightens depend on them. Timed on iid keys alone, `paper` 1M picked
+/// one-warp CTAs with a shared bound that ran `peaked` 1M in 1.195 ms, against 1.137 ms at the
+/// 256-thread tile picked at b44f374 (results/2026-12-03-page-pass-order/1-ab-checks-bench,
+/// results/2026-12-01-exact-finish/1-checks-bench-b44f374).
 fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) -> Vec<Run> {
     let topk = Method::TopK {
         budget_pages: (max_pages / 4).max(1),
@@ -643,7 +648,13 @@ fn runs_for(family: KernelFamily, selector: Option<Selector>, max_pages: u32) ->
             },
             iid(Method::CertifiedPruned),
         ],
-        KernelFamily::DecodeCertified => vec![iid(Method::Certified)],
+        KernelFamily::DecodeCertified => vec![
+            iid(Method::Certified),
+            Run {
+                method: Method::Certified,
+                keys: DeviceKeys::Peaked,
+            },
+        ],
         KernelFamily::PageMeta => vec![iid(Method::Certified)],
     }
 }
@@ -743,7 +754,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pruned_row_is_timed_on_both_caches_and_others_on_iid_keys() {
+    fn certified_rows_are_timed_on_both_caches_and_others_on_iid_keys() {
         let pruned = runs_for(KernelFamily::DecodeCertified, Some(Selector::Pruned), 100);
         assert_eq!(pruned.len(), 2);
         assert!(pruned.iter().all(|r| r.method == Method::CertifiedPruned));
@@ -752,8 +763,15 @@ mod tests {
         let full = runs_for(KernelFamily::DecodeCertified, None, 100);
         assert_eq!(
             full,
-            vec![Run {
+            [DeviceKeys::Normal, DeviceKeys::Peaked].map(|keys| Run {
                 method: Method::Certified,
+                keys
+            })
+        );
+        assert_eq!(
+            runs_for(KernelFamily::DecodeDense, None, 100),
+            vec![Run {
+                method: Method::Dense,
                 keys: DeviceKeys::Normal
             }]
         );

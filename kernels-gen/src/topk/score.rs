@@ -85,6 +85,11 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         (k.buffer("page_scores", Scalar::F32, Access::Write), None)
     };
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
+    // `page_bounds` takes `H = 2^heads_log2` KV heads a block (`entkv_abi::page_bounds_heads`).
+    let heads_log2 = rigorous.then(|| {
+        let v = k.scalar_param("heads_log2", Scalar::I32);
+        k.let_("heads_log2_v", v.u32())
+    });
 
     let d = ds.head_dim;
     let group = ds.group;
@@ -110,16 +115,36 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
     };
 
     let blk = k.let_("blk", k.block_idx(Axis::Y));
-    let kvh = k.let_("kvh", k.block_idx(Axis::X));
     let b = k.let_("b", k.block_idx(Axis::Z));
-    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::X));
     let tid = k.let_("tid", k.thread_idx());
     let sub = k.let_("sub", tid % lanes);
-    let lg = k.let_("lg", (tid / lanes).i32());
+    let lg = k.let_("lg", tid / lanes);
+    // The lane group's KV head and its slot among the block's lane groups of that head: with
+    // `H` heads a block, lane group `g` takes head `g mod H`, so a warp's loads read the blocks
+    // of `H` heads of a page together; the page pass takes one head a block.
+    let (kv_heads, kvh, slot, slots, per_head) = match heads_log2 {
+        Some(hl) => (
+            k.let_("kv_heads", k.grid_dim(Axis::X) << hl.e()),
+            k.let_(
+                "kvh",
+                (k.block_idx(Axis::X) << hl.e()) + (lg & ((u32c(1) << hl.e()) - 1u32)),
+            ),
+            k.let_("slot", (lg >> hl.e()).i32()),
+            k.let_("slots", i32c(lane_groups as i64) >> hl.i32()),
+            k.let_("per_head", i32c(per_block as i64) >> hl.i32()),
+        ),
+        None => (
+            k.let_("kv_heads", k.grid_dim(Axis::X)),
+            k.let_("kvh", k.block_idx(Axis::X)),
+            k.let_("slot", lg.i32()),
+            k.let_("slots", i32c(lane_groups as i64)),
+            k.let_("per_head", i32c(per_block as i64)),
+        ),
+    };
     let len = k.let_("len", seq_lens.at(b));
     let pages = pages_of(&mut k, spec, len);
     let scored = k.let_("scored", pages - 1i32);
-    let first = k.let_("first", blk.i32() * per_block as i32);
+    let first = k.let_("first", blk.i32() * per_head);
     let mp = k.let_("mp", max_pages);
     let bt_row = k.let_("bt_row", i64_of(b) * i64_of(mp));
     let out_row = k.let_(
@@ -127,9 +152,10 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         (i64_of(b) * i64_of(kv_heads) + i64_of(kvh)) * i64_of(mp),
     );
 
-    // This warp's slot of `page_lb_max`: one per warp of every CTA (grid y is the page-block
-    // count). Warps, not CTAs: a block reduction's barrier held each CTA until its slowest
-    // warp and made the pass 10% slower.
+    // This warp's slot of `page_lb_max` for the lane's head: one per warp of every CTA and head
+    // (grid y is the page-block count). Warps, not CTAs: a block reduction's barrier held each
+    // CTA until its slowest warp and made the pass 10% slower. The warp's first `H` lane groups
+    // (one a head) write them.
     let warps = tile.threads / WARP;
     let lb_max_at = k.let_(
         "lb_max_at",
@@ -137,7 +163,13 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
             * warps as i64
             + i64_of(tid / WARP),
     );
-    let warp_lead = k.let_("warp_lead", (tid % WARP).eq_(0u32));
+    let warp_lead = match heads_log2 {
+        Some(hl) => k.let_(
+            "warp_lead",
+            sub.eq_(0u32).and(((tid % WARP) / lanes).lt(u32c(1) << hl.e())),
+        ),
+        None => k.let_("warp_lead", (tid % WARP).eq_(0u32)),
+    };
     // CTAs past this sequence's scored pages have nothing to do (uniform) but mark their
     // slots empty for the pruning's `τ_low`.
     if let Some(lb_max) = lower {
@@ -183,10 +215,7 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
         let round_slots = |k: &mut KernelBuilder, round: u32| -> Vec<(Var, Var, Var)> {
             (0..pages_per_group)
                 .map(|r| {
-                    let j = k.let_(
-                        "j",
-                        first + lg + ((round * pages_per_group + r) * lane_groups) as i32,
-                    );
+                    let j = k.let_("j", first + slot + slots * (round * pages_per_group + r) as i32);
                     let valid = k.let_("valid", j.lt(scored));
                     let phys = k.let_("phys", block_table.at(bt_row + i64_of(select(valid, j, 0i32))));
                     (j, valid, phys)
@@ -295,9 +324,11 @@ fn bounds_pass(spec: &PagedSpec, tile: &BoxScoreTile, rigorous: bool) -> Result<
                 });
             }
         }
-        if let Some(lb_max) = lower {
-            // The warp's largest lower bound (the lanes of a page agree on its bounds).
-            let m = k.warp_allreduce(Reduce::Max, warp_lb);
+        if let (Some(lb_max), Some(hl)) = (lower, heads_log2) {
+            // The warp's largest lower bound of each head: over its lane groups of that head,
+            // `H` lane groups apart (the lanes of a page agree on its bounds).
+            let stride_log = hl + lanes.trailing_zeros();
+            let m = k.warp_allreduce_strided_dyn(&[(Reduce::Max, warp_lb.e())], stride_log, lanes)[0];
             k.if_(warp_lead, |k| k.store(lb_max, lb_max_at, m));
         }
     });
