@@ -28,7 +28,7 @@ impl KernelCheck for CertifiedCheck {
     fn name(&self) -> String {
         let s = &self.case.spec;
         format!(
-            "certified{} α={} d={} g={} P={} s{} {}{} lens={:?} {:?} {}",
+            "certified{} α={} d={} g={} P={} s{} {}{} kv{} lens={:?} {:?} {}",
             if self.pruned { " pruned" } else { "" },
             s.decode.alpha,
             s.decode.head_dim,
@@ -37,6 +37,7 @@ impl KernelCheck for CertifiedCheck {
             s.sketch_bits,
             s.decode.kv_dtype,
             if s.alibi { " alibi" } else { "" },
+            self.case.kv_heads,
             self.case.seq_lens,
             self.case.data,
             self.tile.tag()
