@@ -55,19 +55,8 @@ impl KernelBuilder {
     /// receives its group's result.
     pub fn warp_allreduce_width(&mut self, items: &[(Reduce, Expr)], width: u32) -> Vec<Var> {
         assert!(width.is_power_of_two() && width <= WARP, "group width {width}");
-        let acc: Vec<Var> = items.iter().map(|(_, e)| self.let_("red", e.clone())).collect();
-        let mut offset = width / 2;
-        while offset > 0 {
-            let recv: Vec<Var> = acc
-                .iter()
-                .map(|a| self.shuffle(ShuffleMode::Xor, *a, u32c(offset as u64)))
-                .collect();
-            for ((a, r), (op, _)) in acc.iter().zip(&recv).zip(items) {
-                self.assign(*a, op.combine(*a, *r));
-            }
-            offset /= 2;
-        }
-        acc
+        let offsets: Vec<u32> = (0..width.trailing_zeros()).rev().map(|b| 1 << b).collect();
+        self.xor_reduce(items, &offsets, None)
     }
 
     /// Reduce across the lanes whose indices agree modulo `stride` (a power of two ≤ 32): lane
@@ -76,19 +65,8 @@ impl KernelBuilder {
     /// [`Self::warp_allreduce_strided_dyn`]) serves strides known at launch only.
     pub fn warp_allreduce_strided(&mut self, items: &[(Reduce, Expr)], stride: u32) -> Vec<Var> {
         assert!(stride.is_power_of_two() && stride <= WARP, "stride {stride}");
-        let acc: Vec<Var> = items.iter().map(|(_, e)| self.let_("red", e.clone())).collect();
-        let mut offset = stride;
-        while offset < WARP {
-            let recv: Vec<Var> = acc
-                .iter()
-                .map(|a| self.shuffle(ShuffleMode::Xor, *a, u32c(offset as u64)))
-                .collect();
-            for ((a, r), (op, _)) in acc.iter().zip(&recv).zip(items) {
-                self.assign(*a, op.combine(*a, *r));
-            }
-            offset *= 2;
-        }
-        acc
+        let offsets = strided_offsets(stride);
+        self.xor_reduce(items, &offsets, None)
     }
 
     /// [`Self::warp_allreduce_strided`] with the stride `1 << stride_log` a runtime value
@@ -105,18 +83,31 @@ impl KernelBuilder {
             "stride {min_stride}"
         );
         let stride = self.let_("red_stride", u32c(1) << stride_log.u32());
+        let offsets = strided_offsets(min_stride);
+        self.xor_reduce(items, &offsets, Some(stride))
+    }
+
+    /// The butterfly under the warp reductions: bind `items`, then at each of `offsets` combine
+    /// every value with lane `lane ^ offset`'s — where `stride` is given, only at offsets of at
+    /// least it.
+    fn xor_reduce(&mut self, items: &[(Reduce, Expr)], offsets: &[u32], stride: Option<Var>) -> Vec<Var> {
         let acc: Vec<Var> = items.iter().map(|(_, e)| self.let_("red", e.clone())).collect();
-        let mut offset = min_stride;
-        while offset < WARP {
-            let on = self.let_("red_on", stride.le(offset));
+        for &offset in offsets {
+            let on = stride.map(|s| self.let_("red_on", s.le(offset)));
             let recv: Vec<Var> = acc
                 .iter()
                 .map(|a| self.shuffle(ShuffleMode::Xor, *a, u32c(offset as u64)))
                 .collect();
             for ((a, r), (op, _)) in acc.iter().zip(&recv).zip(items) {
-                self.assign(*a, select(on, op.combine(*a, *r), *a));
+                let combined = op.combine(*a, *r);
+                self.assign(
+                    *a,
+                    match on {
+                        Some(on) => select(on, combined, *a),
+                        None => combined,
+                    },
+                );
             }
-            offset *= 2;
         }
         acc
     }
@@ -247,4 +238,12 @@ impl KernelBuilder {
         self.barrier();
         (excl, total)
     }
+}
+
+/// Offsets `stride, 2·stride, …, 16`: the butterfly steps that combine lanes of one residue
+/// modulo `stride`.
+fn strided_offsets(stride: u32) -> Vec<u32> {
+    std::iter::successors(Some(stride), |o| Some(o * 2))
+        .take_while(|&o| o < WARP)
+        .collect()
 }
