@@ -98,8 +98,8 @@ pub struct SearchOpts {
     pub max_evals: Option<usize>,
     /// No new evaluation starts once this much time has passed.
     pub time_budget: Option<Duration>,
-    /// Time the refinements around each dense-tile family's first-round best
-    /// (`space::refinements`).
+    /// Time the refinements around each dense-tile family's first-round best, and around its
+    /// fastest where the tie band ranked the default first (`space::refinements`).
     pub refine: bool,
     /// Keys the candidates are timed on (verification uses both kinds).
     pub data: DataKind,
@@ -606,7 +606,20 @@ impl Searcher<'_> {
                 .iter()
                 .map(|&i| timed[i].0)
                 .collect();
-            refine = refinements(family, &self.opts.spec, &self.opts.limits, &ranked, tiles);
+            // The fastest median, which the ranking's tie band may have put behind the default.
+            let fastest = timed
+                .iter()
+                .filter(|(_, m)| m.is_finite())
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|&(t, _)| t);
+            refine = refinements(
+                family,
+                &self.opts.spec,
+                &self.opts.limits,
+                &ranked,
+                fastest,
+                tiles,
+            );
             if let Some(cap) = self.opts.max_evals {
                 refine.truncate(cap.saturating_sub(tiles.len()));
             }

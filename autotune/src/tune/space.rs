@@ -271,7 +271,8 @@ fn dense_secondaries(def: &DenseTile) -> Vec<DenseTile> {
     v
 }
 
-/// At most this many points are added around a first round's best ([`refinements`]).
+/// At most this many points are added around each point a first round refines from
+/// ([`refinements`]).
 pub const MAX_REFINEMENTS: usize = 12;
 /// The runners-up whose decomposition is retried with the best's secondary knobs.
 const REFINE_RUNNERS_UP: usize = 3;
@@ -285,24 +286,59 @@ const REFINE_RUNNERS_UP: usize = 3;
 /// secondary knobs, and half and twice the best's tokens a lane group; analytically valid
 /// points only, at most [`MAX_REFINEMENTS`]. The other families have no secondary knobs, and
 /// their grids are already the whole cross product: nothing to add.
+///
+/// `fastest` is the first round's fastest median when the ranking put another point first (a
+/// tie within the band goes to the default): it gets the same step of its own, up to
+/// [`MAX_REFINEMENTS`] more. Stepping from the default alone lost the certified pass at 32k its
+/// best tile: t128 r4 tied with the default, and its register caps were never tried
+/// (results/2026-12-03-page-access, 0.083 → 0.096 ms).
 pub fn refinements(
     family: KernelFamily,
     spec: &PagedSpec,
     limits: &DeviceLimits,
     ranked: &[TileConfig],
+    fastest: Option<TileConfig>,
     tried: &[TileConfig],
 ) -> Vec<TileConfig> {
     let Some(TileConfig::Dense(best)) = ranked.first().copied() else {
         return Vec::new();
     };
-    let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group);
-    let mut points = dense_secondaries(&best);
-    if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
-        // First, so the refinement cap never drops it.
-        points.insert(0, flip_share(best));
+    let mut out: Vec<TileConfig> = Vec::new();
+    let add = |points: Vec<DenseTile>, out: &mut Vec<TileConfig>| {
+        let cap = out.len() + MAX_REFINEMENTS;
+        for p in points.into_iter().map(TileConfig::Dense) {
+            if out.len() == cap {
+                break;
+            }
+            if !tried.contains(&p) && !out.contains(&p) && analytic_check(family, spec, &p, limits).is_ok() {
+                out.push(p);
+            }
+        }
+    };
+    add(descent_step(family, spec, &best, &ranked[1..]), &mut out);
+    if let Some(TileConfig::Dense(f)) = fastest.filter(|f| *f != ranked[0]) {
+        add(descent_step(family, spec, &f, &[]), &mut out);
     }
-    let mut seen = vec![primaries(&best)];
-    for t in &ranked[1..] {
+    out
+}
+
+/// One step of coordinate descent from `centre`: its secondary knobs moved one at a time (the
+/// head-bound sharing flipped first for the 4-bit certified pass, so the cap never drops it),
+/// the decompositions of up to [`REFINE_RUNNERS_UP`] of `runners_up` with its secondary knobs,
+/// and half and twice its tokens a lane group. Unchecked: [`refinements`] filters.
+fn descent_step(
+    family: KernelFamily,
+    spec: &PagedSpec,
+    centre: &DenseTile,
+    runners_up: &[TileConfig],
+) -> Vec<DenseTile> {
+    let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group);
+    let mut points = dense_secondaries(centre);
+    if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
+        points.insert(0, flip_share(*centre));
+    }
+    let mut seen = vec![primaries(centre)];
+    for t in runners_up {
         let TileConfig::Dense(t) = t else { continue };
         if seen.len() > REFINE_RUNNERS_UP {
             break;
@@ -313,28 +349,19 @@ pub fn refinements(
                 threads: t.threads,
                 lanes_per_token: t.lanes_per_token,
                 tokens_per_group: t.tokens_per_group,
-                ..best
+                ..*centre
             });
         }
     }
-    for tokens_per_group in [best.tokens_per_group / 2, best.tokens_per_group * 2] {
+    for tokens_per_group in [centre.tokens_per_group / 2, centre.tokens_per_group * 2] {
         if tokens_fit(tokens_per_group, spec.decode.group) {
             points.push(DenseTile {
                 tokens_per_group,
-                ..best
+                ..*centre
             });
         }
     }
-    let mut out: Vec<TileConfig> = Vec::new();
-    for p in points.into_iter().map(TileConfig::Dense) {
-        if out.len() == MAX_REFINEMENTS {
-            break;
-        }
-        if !tried.contains(&p) && !out.contains(&p) && analytic_check(family, spec, &p, limits).is_ok() {
-            out.push(p);
-        }
-    }
-    out
+    points
 }
 
 /// Half, the same and double a power of two (at least 1).
@@ -401,7 +428,7 @@ mod tests {
         };
         // The default best: every neighbour was in the grid already.
         let tried = space.valid.clone();
-        assert!(refinements(f, &s, &limits, &tried, &tried).is_empty());
+        assert!(refinements(f, &s, &limits, &tried, None, &tried).is_empty());
         // Another best: its knobs moved, the runners-up at its knobs, its tokens halved and
         // doubled; never a tried or invalid point, at most MAX_REFINEMENTS.
         let best = *space
@@ -411,7 +438,7 @@ mod tests {
             .unwrap();
         let mut ranked = vec![best];
         ranked.extend(space.valid.iter().filter(|t| **t != best).copied());
-        let r = refinements(f, &s, &limits, &ranked, &tried);
+        let r = refinements(f, &s, &limits, &ranked, None, &tried);
         assert!(!r.is_empty() && r.len() <= MAX_REFINEMENTS, "{}", r.len());
         let b = dense(&best);
         for t in &r {
@@ -437,7 +464,7 @@ mod tests {
         let topk = family_space(KernelFamily::SelectTopk, &s, &limits).unwrap();
         let mut ranked = topk.valid.clone();
         ranked.rotate_left(1);
-        assert!(refinements(KernelFamily::SelectTopk, &s, &limits, &ranked, &[]).is_empty());
+        assert!(refinements(KernelFamily::SelectTopk, &s, &limits, &ranked, None, &[]).is_empty());
     }
 
     /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped on its
@@ -462,7 +489,7 @@ mod tests {
         let TileConfig::Dense(best) = ranked[0] else {
             panic!("a dense tile")
         };
-        let r = refinements(f, &s, &limits, &ranked, &[]);
+        let r = refinements(f, &s, &limits, &ranked, None, &[]);
         assert_eq!(r[0], TileConfig::Dense(flip_share(best)));
         for other in [KernelFamily::DecodeDense, KernelFamily::DecodeSparse] {
             let sp = family_space(other, &s, &limits).unwrap();
