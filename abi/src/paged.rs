@@ -49,6 +49,9 @@
 //! - `sel_pages`: `[batch, kv_heads, max_pages]` i32 logical page ids, ascending, the last page
 //!   last; entries past the count are unspecified.
 //! - `sel_count`: `[batch, kv_heads]` i32, ≥ 1 (the last page is always selected).
+//! - The certified decode's page pruning writes the list only of the rows its selected walk
+//!   takes (`pipeline::SELECTED_WALK_SHARE`); the others are walked in full, and their list
+//!   holds nothing but the last page, at `sel_count − 1`.
 //!
 //! A selection is per KV head, shared by the query heads of its GQA group: a page is kept when
 //! any head of the group keeps it (the union), so a head never loses a page it needs; top-k ranks

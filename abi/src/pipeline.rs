@@ -192,6 +192,19 @@ pub fn certified_rest_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
     format!("select_certified_rest__{}__{}", spec.sketch_tag(), tile.tag())
 }
 
+/// After page pruning, the selected walk takes the (sequence, KV head) pairs that kept at most
+/// this share (numerator, denominator) of their pages (`sel_count` against the sequence's
+/// pages, the last page included in both); `select_certified_rest` walks every token of the
+/// others (faster per token where most pages stay: no selection lookups), and the pruning
+/// writes only their `sel_count`, not their `sel_pages`, which nothing reads.
+pub const SELECTED_WALK_SHARE: (u32, u32) = (3, 4);
+
+/// Whether the selected walk takes a pair whose pruning kept `count` of its `pages` pages
+/// ([`SELECTED_WALK_SHARE`]); the kernels' test is the same comparison in i32.
+pub fn selected_walk_takes(count: u64, pages: u64) -> bool {
+    count * SELECTED_WALK_SHARE.1 as u64 <= pages * SELECTED_WALK_SHARE.0 as u64
+}
+
 /// One decode step over the paged cache. `max_tokens` bounds the tokens any (sequence, KV
 /// head) visits (the longest sequence, or the largest selection) and `sm_count` sizes the
 /// split plan; neither needs anything from the device.

@@ -36,6 +36,7 @@ use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
+use entkv_abi::pipeline::SELECTED_WALK_SHARE;
 use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
@@ -129,9 +130,11 @@ enum Walk {
 }
 
 /// Whether the selected walk takes a (sequence, KV head) pair whose pruning kept `kept` of its
-/// `pages` pages (i32): at most 3/4 of them.
-fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
-    (kept * 4i32).le(pages * 3i32)
+/// `pages` pages (i32; `entkv_abi::pipeline::selected_walk_takes` on the host): at most
+/// [`SELECTED_WALK_SHARE`] of them.
+pub(crate) fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
+    let (num, den) = SELECTED_WALK_SHARE;
+    (kept * den as i32).le(pages * num as i32)
 }
 
 /// Whether the score pass rescores from K the tokens whose sketch bound clears the running

@@ -184,10 +184,10 @@ impl CertifiedCheck {
     /// The pruned pipeline's upper page bounds hold for every token's float64 score (tolerance
     /// as for the candidates' bounds), and the row's largest lower bound (the maximum of
     /// `page_bounds`' per-warp maxima) for every token of some page: what makes `τ_low` a lower
-    /// bound on τ. The selection is ascending, ends with the last page, keeps every page
-    /// holding a support token of any head of the group, and is exactly the pages whose upper
-    /// bound clears `τ_low` recomputed here (pages within 10⁻⁶ of it are not judged: the GPU
-    /// may fuse τ_low's two operations). Returns the share of full pages kept.
+    /// bound on τ. The selection is what `crate::prune::check_pruned_row` requires against
+    /// `τ_low` recomputed here (a list, or for rows walked in full a count), and keeps every
+    /// page holding a support token of any head of the group. Returns the share of full pages
+    /// kept.
     fn page_bounds_hold(
         &self,
         ran: &Program,
@@ -212,15 +212,6 @@ impl CertifiedCheck {
             let pages = len.div_ceil(p);
             for kvh in 0..kv_heads {
                 let row = (b * kv_heads + kvh) * mp;
-                let n = count[b * kv_heads + kvh] as usize;
-                let list: Vec<usize> = sel[row..row + n].iter().map(|&v| v as usize).collect();
-                if list.last() != Some(&(pages - 1)) || list.windows(2).any(|w| w[0] >= w[1]) {
-                    return Err(format!(
-                        "b {b} kv head {kvh}: selection {list:?} is not ascending to the last page"
-                    ));
-                }
-                full_pages += pages - 1;
-                kept_full += n - 1;
                 // The row's largest lower bound: some page's tokens must all score at least it,
                 // for every head of the group.
                 let slots = &lb_max[(b * kv_heads + kvh) * lb_slots..][..lb_slots];
@@ -254,16 +245,18 @@ impl CertifiedCheck {
                     ));
                 }
                 let tau_low = crate::prune::host_tau_low(spec, best);
-                for j in 0..pages - 1 {
-                    let u = ub[row + j] as f32;
-                    let keeps = crate::prune::host_keeps(u, tau_low);
-                    if keeps.is_some_and(|keep| keep != list.contains(&j)) {
-                        return Err(format!(
-                            "b {b} kv head {kvh}: page {j} (ub {u}) {} against τ_low {tau_low}",
-                            if list.contains(&j) { "kept" } else { "dropped" }
-                        ));
-                    }
-                }
+                let ub_row: Vec<f32> = ub[row..row + pages].iter().map(|&u| u as f32).collect();
+                let pruned = crate::prune::check_pruned_row(
+                    pages,
+                    count[b * kv_heads + kvh],
+                    &sel[row..row + mp],
+                    &ub_row,
+                    tau_low,
+                    None,
+                )
+                .map_err(|e| format!("b {b} kv head {kvh}: {e}"))?;
+                full_pages += pages - 1;
+                kept_full += pruned.kept_full;
                 for j in 0..pages - 1 {
                     let mut needed = false;
                     for g in 0..group {
@@ -280,7 +273,7 @@ impl CertifiedCheck {
                             needed |= z > h.tau;
                         }
                     }
-                    if needed && !list.contains(&j) {
+                    if needed && !pruned.keeps[j] {
                         return Err(format!(
                             "b {b} kv head {kvh}: page {j} holds support but was pruned"
                         ));

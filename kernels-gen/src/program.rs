@@ -41,6 +41,9 @@ pub enum ProgramError {
     },
 }
 
+/// What [`Program::poisoned`] fills an integer buffer with.
+pub const POISON_INT: f64 = -7.0;
+
 /// Named buffers and the calls that use them, in order.
 #[derive(Clone, Debug, Default)]
 pub struct Program {
@@ -59,13 +62,13 @@ impl Program {
         self
     }
 
-    /// A buffer filled with NaN (floats) or −7 (integers): kernels must overwrite what they
-    /// produce, and anything they leave shows.
+    /// A buffer filled with NaN (floats) or [`POISON_INT`] (integers): kernels must overwrite
+    /// what they produce, and anything they leave shows.
     pub fn poisoned(&mut self, name: &str, elem: Scalar, len: usize) -> &mut Self {
         let v = if matches!(elem, Scalar::F16 | Scalar::BF16 | Scalar::F32) {
             f64::NAN
         } else {
-            -7.0
+            POISON_INT
         };
         self.buffer(name, HostBuffer::filled_f64(elem, len, v))
     }

@@ -16,6 +16,7 @@
 //! cluster (`peaked`: a few pages aligned with the query) this keeps the aligned pages alone;
 //! on iid keys page boxes are wide and every page stays.
 
+use crate::certified::selected_walk_takes;
 use crate::topk::{close_selection, load_items, row_pages};
 use crate::KernelGenError;
 use entkv_abi::{
@@ -44,6 +45,82 @@ pub fn host_tau_low(spec: &PagedSpec, best: f32) -> f32 {
 pub fn host_keeps(ub: f32, tau_low: f32) -> Option<bool> {
     let near = (ub - tau_low).abs() <= 1e-6 * tau_low.abs().max(1.0);
     (!near).then_some(ub > tau_low || ub.is_nan() || tau_low.is_nan())
+}
+
+/// A pruned row's selection as the checks found it.
+pub struct PrunedRow {
+    /// Full pages the selection counts as kept (`sel_count − 1`).
+    pub kept_full: usize,
+    /// Per full page: listed (rows the selected walk takes), or for the rows the full walk
+    /// takes, whose list is not written, whether `τ_low` keeps it (or cannot tell).
+    pub keeps: Vec<bool>,
+}
+
+/// Check one row's selection (`count` = its `sel_count`, `list` its `sel_pages` row) against
+/// its full pages' upper bounds `ub` and `τ_low` recomputed on the host: a row the selected
+/// walk takes (`entkv_abi::pipeline::selected_walk_takes`) lists, ascending, exactly the full
+/// pages whose bound is not `≤ τ_low` and then the last page; any other row has the count of
+/// those (bounds within 10⁻⁶ of `τ_low` may go either way: [`host_keeps`]) and, where
+/// `unwritten` gives the poison its list started with, an untouched list before the last page.
+pub fn check_pruned_row(
+    pages: usize,
+    count: f64,
+    list: &[f64],
+    ub: &[f32],
+    tau_low: f32,
+    unwritten: Option<f64>,
+) -> Result<PrunedRow, String> {
+    if !(1.0..=pages as f64).contains(&count) {
+        return Err(format!("count {count} of {pages} pages"));
+    }
+    let n = count as usize;
+    let verdicts: Vec<Option<bool>> = ub[..pages - 1].iter().map(|&u| host_keeps(u, tau_low)).collect();
+    if !entkv_abi::pipeline::selected_walk_takes(n as u64, pages as u64) {
+        let sure = verdicts.iter().filter(|v| **v == Some(true)).count();
+        let near = verdicts.iter().filter(|v| v.is_none()).count();
+        if !(sure..=sure + near).contains(&(n - 1)) {
+            return Err(format!(
+                "count {n}, but {sure} (+ {near} undecided) full pages clear τ_low {tau_low}"
+            ));
+        }
+        if let Some(poison) = unwritten {
+            if list[..n - 1].iter().any(|&v| v != poison) {
+                return Err("the list of a row the full walk takes was written".into());
+            }
+        }
+        return Ok(PrunedRow {
+            kept_full: n - 1,
+            keeps: verdicts.iter().map(|v| *v != Some(false)).collect(),
+        });
+    }
+    let list = &list[..n];
+    if list.last() != Some(&((pages - 1) as f64)) || list.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(format!(
+            "selection of {n} pages ({:?}, …, {:?}) is not ascending to the last page",
+            &list[..n.min(8)],
+            list.last()
+        ));
+    }
+    let mut keeps = vec![false; pages - 1];
+    for &v in &list[..n - 1] {
+        match keeps.get_mut(v as usize).filter(|_| v >= 0.0 && v.fract() == 0.0) {
+            Some(k) => *k = true,
+            None => return Err(format!("selected page {v} is no full page")),
+        }
+    }
+    for (j, (verdict, &listed)) in verdicts.iter().zip(&keeps).enumerate() {
+        if verdict.is_some_and(|keep| keep != listed) {
+            return Err(format!(
+                "page {j} (ub {}) {} against τ_low {tau_low}",
+                ub[j],
+                if listed { "kept" } else { "dropped" }
+            ));
+        }
+    }
+    Ok(PrunedRow {
+        kept_full: n - 1,
+        keeps,
+    })
 }
 
 /// One CTA's slice of a (sequence, KV head) row: grid (slices, kv heads, batch). Lane `l` of
@@ -184,7 +261,8 @@ pub fn prune_tau_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kerne
 ///   pages are not written) and writes the slice's kept count to
 ///   `prune_counts[row · slices + slice]`; `select_pruned` compacts.
 /// - One slice (the grid's x is 1): the CTA has the whole row, so it finds `τ_low` and writes
-///   the selection itself; the plan launches neither `prune_tau` nor `select_pruned`.
+///   the selection itself (as `select_pruned` does: no list for a row the full walk takes);
+///   the plan launches neither `prune_tau` nor `select_pruned`.
 pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let threads = tile.threads;
@@ -235,7 +313,10 @@ pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kern
         k.if_else(
             whole,
             |k| {
-                let n = write_words(k, &s, mine, i32c(0), sel_pages, row, scratch);
+                let pages = s.pages;
+                let n = write_words(k, &s, mine, i32c(0), sel_pages, row, scratch, &|total| {
+                    selected_walk_takes(total + 1i32, pages.e())
+                });
                 k.assign(kept, n);
             },
             |k| {
@@ -256,7 +337,9 @@ pub fn prune_mark_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kern
 /// `select_pruned` (after a `prune_mark` of several slices): grid (slices, kv heads, batch).
 /// Parameters: `prune_mask, prune_counts, seq_lens, sel_pages, sel_count, max_pages`. Each
 /// slice writes its marked pages in order at the sum of the earlier slices' counts; slice 0
-/// closes the row.
+/// closes the row. A row that kept more than the selected walk takes
+/// (`entkv_abi::pipeline::SELECTED_WALK_SHARE`) gets its count and last page only: the full
+/// walk takes it and reads no list.
 pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
     let threads = tile.threads;
@@ -293,8 +376,11 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
         });
         let sums = k.block_allreduce_many(&[(Reduce::Sum, before.e()), (Reduce::Sum, all.e())], scratch);
         let (before, all) = (sums[0], sums[1]);
+        // A row the full walk takes needs its count only (`entkv_abi::pipeline::
+        // SELECTED_WALK_SHARE`): at 1M on iid keys that skips every row's 256 KB of list.
+        let takes = k.let_("sel_walk_takes", selected_walk_takes(all + 1i32, s.pages.e()));
         k.if_(s.start.lt(s.full), |k| {
-            write_words(k, &s, word, before.e(), sel_pages, row, scratch);
+            write_words(k, &s, word, before.e(), sel_pages, row, scratch, &|_| takes.e());
         });
         k.if_(first, |k| s.close(k, sel_pages, sel_count, row, all));
     });
@@ -302,9 +388,11 @@ pub fn select_pruned_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<K
 }
 
 /// Write the slice's marked pages to the selection row from position `before` on, in page
-/// order; lane r of each warp holds the word of its item r (lanes past the items hold 0). A
-/// block scan of the words' counts in thread order is their prefix in page order; then each
-/// word's kept lanes store with one coalesced instruction. Returns the slice's count.
+/// order, where `writes(slice total)` holds (block-uniform); lane r of each warp holds the word
+/// of its item r (lanes past the items hold 0). A block scan of the words' counts in thread
+/// order is their prefix in page order; then each word's kept lanes store with one coalesced
+/// instruction. Returns the slice's count.
+#[allow(clippy::too_many_arguments)]
 fn write_words(
     k: &mut KernelBuilder,
     s: &Slice,
@@ -313,17 +401,20 @@ fn write_words(
     sel_pages: Buf,
     row: Var,
     scratch: Buf,
+    writes: &dyn Fn(Var) -> Expr,
 ) -> Var {
     let (excl, total) = k.block_exclusive_scan(word.e().popc().i32(), scratch);
     let at = k.let_("at", before + excl);
     let below = k.let_("below", (u32c(1) << s.lane.e()) - 1u32);
-    for r in 0..s.items {
-        let wr = k.shuffle(ShuffleMode::Idx, word, r);
-        let ar = k.shuffle(ShuffleMode::Idx, at, r);
-        k.if_(((wr >> s.lane.e()) & 1u32).ne_(0u32), |k| {
-            let pos = k.let_("pos", ar + (wr & below).popc().i32());
-            k.store(sel_pages, row + pos.i64(), (s.word(r) << 5i32) + s.lane.i32());
-        });
-    }
+    k.if_(writes(total), |k| {
+        for r in 0..s.items {
+            let wr = k.shuffle(ShuffleMode::Idx, word, r);
+            let ar = k.shuffle(ShuffleMode::Idx, at, r);
+            k.if_(((wr >> s.lane.e()) & 1u32).ne_(0u32), |k| {
+                let pos = k.let_("pos", ar + (wr & below).popc().i32());
+                k.store(sel_pages, row + pos.i64(), (s.word(r) << 5i32) + s.lane.i32());
+            });
+        }
+    });
     total
 }

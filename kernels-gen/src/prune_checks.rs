@@ -3,8 +3,8 @@
 //! whole certified pipeline's checks (`crate::certified_checks`) cover the bounds themselves.
 
 use crate::pipelines::certified_prune_pipeline_with;
-use crate::program::Program;
-use crate::prune::{host_keeps, host_tau_low};
+use crate::program::{Program, POISON_INT};
+use crate::prune::{check_pruned_row, host_tau_low};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::topk::reference::{pages_of, selection_shape};
 use entkv_abi::{BoxScoreTile, DType, DecodeSpec, PagedShape, PagedSpec, SelectTopkTile};
@@ -157,7 +157,9 @@ impl KernelCheck for PruneCheck {
 
     /// The selection is ascending, ends with the last page, and holds exactly the full pages
     /// whose bound is not `≤ τ_low` (τ_low recomputed in f32; bounds within 10⁻⁶ of it are not
-    /// judged, as the GPU may fuse its two operations).
+    /// judged, as the GPU may fuse its two operations). A row that kept more than the selected
+    /// walk takes (`entkv_abi::pipeline::SELECTED_WALK_SHARE`) has the same count and an
+    /// unwritten list (the poison left before its last entry).
     fn verify(&self, ran: &Program) -> Outcome {
         let r = (|| -> Result<String, String> {
             let lb_slots = self.lb_slots().map_err(|e| e.to_string())?;
@@ -170,38 +172,21 @@ impl KernelCheck for PruneCheck {
                 let pages = self.pages(len);
                 for kvh in 0..self.kv_heads as usize {
                     let r = bi * self.kv_heads as usize + kvh;
-                    let c = count[r];
-                    if !(1.0..=pages as f64).contains(&c) {
-                        return Err(format!("b {bi} kv head {kvh}: count {c} of {pages} pages"));
-                    }
-                    let list: Vec<f64> = sel[r * mp..][..c as usize].to_vec();
-                    if list.last() != Some(&((pages - 1) as f64)) || list.windows(2).any(|w| w[0] >= w[1]) {
-                        return Err(format!(
-                            "b {bi} kv head {kvh}: selection {list:?} is not ascending to the last page"
-                        ));
-                    }
                     let best = b.lb_max[r * lb_slots..][..lb_slots]
                         .iter()
                         .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
                     let tau_low = host_tau_low(&self.spec, best);
-                    let mut listed = list[..list.len() - 1].iter().map(|&v| v as usize).peekable();
-                    for j in 0..pages - 1 {
-                        let u = b.ub[r * mp + j];
-                        let is_listed = listed.next_if_eq(&j).is_some();
-                        if host_keeps(u, tau_low).is_some_and(|keep| keep != is_listed) {
-                            return Err(format!(
-                                "b {bi} kv head {kvh}: page {j} (ub {u}) {} against τ_low {tau_low}",
-                                if is_listed { "kept" } else { "dropped" }
-                            ));
-                        }
-                    }
-                    if let Some(extra) = listed.next() {
-                        return Err(format!(
-                            "b {bi} kv head {kvh}: selected page {extra} is no full page"
-                        ));
-                    }
+                    let row = check_pruned_row(
+                        pages,
+                        count[r],
+                        &sel[r * mp..][..mp],
+                        &b.ub[r * mp..][..mp],
+                        tau_low,
+                        Some(POISON_INT),
+                    )
+                    .map_err(|e| format!("b {bi} kv head {kvh}: {e}"))?;
                     full += pages - 1;
-                    kept += list.len() - 1;
+                    kept += row.kept_full;
                 }
             }
             Ok(format!("kept {kept} of {full} full pages"))
@@ -254,6 +239,13 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             BoundPattern::AllKept,
             t(256, 2),
             3,
+        ),
+        case(
+            "all_kept_one_slice",
+            vec![16 * 3000 + 1, 33, 5],
+            BoundPattern::AllKept,
+            t(256, 2),
+            9,
         ),
         case(
             "none_kept",
