@@ -58,6 +58,10 @@ fn narrow_row_lanes(spec: &DecodeSpec) -> u32 {
 /// local ptxas 13).
 pub const MAX_SHARE_BOUND_GROUP: u32 = 4;
 
+/// Largest GQA group a tensor-core score pass ([`DenseTile::mma`]) takes: the heads are the
+/// 8 columns of its `m16n8k16` products.
+pub const MMA_MAX_GROUP: u32 = 8;
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -89,6 +93,14 @@ pub struct DenseTile {
     /// bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub share_bound: bool,
+    /// Dense and sparse score passes only: the group's dot products on the tensor cores
+    /// (`mma.sync` m16n8k16, f32 accumulation), each warp scoring 32 tokens a round as two 16×16
+    /// K tiles against the group's raw q (heads as the 8 columns, so G ≤ 8), then passing each
+    /// lane its own token's scores; needs one lane a token. A lane holds d/8 q registers
+    /// instead of d·G, and no multiply or conversion a dimension. Tag suffix `_tc`; absent from
+    /// bundles and logs written before it existed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mma: bool,
 }
 
 impl DenseTile {
@@ -121,6 +133,7 @@ impl DenseTile {
             finish_threads: 256,
             finish_capacity: 4096,
             share_bound: false,
+            mma: false,
         }
     }
 
@@ -178,6 +191,7 @@ impl DenseTile {
             finish_threads: 256,
             finish_capacity: 4096,
             share_bound: false,
+            mma: false,
         }
     }
 
@@ -274,10 +288,11 @@ impl DenseTile {
         (spec.head_dim * spec.kv_dtype.size_bytes() / 16).max(1)
     }
 
-    /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound.
+    /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound and `_tc`
+    /// when the dot products run on the tensor cores.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -286,14 +301,22 @@ impl DenseTile {
             self.ctas_per_sm,
             self.finish_threads,
             self.finish_capacity,
-            if self.share_bound { "_h" } else { "" }
+            if self.share_bound { "_h" } else { "" },
+            if self.mma { "_tc" } else { "" }
         )
     }
 
-    /// [`DenseTile::share_bound`] is for the warp stream of a certified pass over a per-token
-    /// grid (4-bit sketches), at GQA ≤ [`MAX_SHARE_BOUND_GROUP`]; `certified` says whether the
-    /// tile is that pass's.
-    pub fn check_share_bound(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
+    /// The knobs that belong to one pass: [`DenseTile::share_bound`] is for the warp stream of a
+    /// certified pass over a per-token grid (4-bit sketches), at GQA ≤ [`MAX_SHARE_BOUND_GROUP`];
+    /// [`DenseTile::mma`] for the dense and sparse score passes. `certified` says whether the
+    /// tile is the certified pass's.
+    pub fn check_pass_knobs(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
+        if self.mma && certified {
+            return Err(SpecError::BadTile {
+                kernel: "decode_certified",
+                reason: "mma (`_tc`) is a tile of the dense and sparse score passes (the certified pass bounds its scores from sketches)".into(),
+            });
+        }
         if !self.share_bound {
             return Ok(());
         }
@@ -338,6 +361,14 @@ impl DenseTile {
             return Err(bad(format!(
                 "{} dims per lane is too many registers",
                 spec.head_dim / l
+            )));
+        }
+        if self.mma && (l != 1 || spec.group > MMA_MAX_GROUP || spec.head_dim % 16 != 0) {
+            return Err(bad(format!(
+                "mma (`_tc`) needs one lane a token, GQA ≤ {MMA_MAX_GROUP} (the heads are the tensor \
+                 tile's columns) and a head dim that is a multiple of 16 (lanes_per_token {l}, \
+                 group {}, head_dim {})",
+                spec.group, spec.head_dim
             )));
         }
         if self.tokens_per_group == 0 || self.tokens_per_group * spec.group > 64 {

@@ -189,7 +189,7 @@ impl TileConfig {
             (F::SelectGaussian, TileConfig::Gauss(t)) => t.check(spec),
             (F::DecodeDense | F::DecodeSparse | F::DecodeCertified, TileConfig::Dense(t)) => {
                 t.check(&spec.decode)?;
-                t.check_share_bound(family == F::DecodeCertified, spec)
+                t.check_pass_knobs(family == F::DecodeCertified, spec)
             }
             _ => Err(SpecError::BadShape(format!(
                 "family `{family}` does not take a tile like {}",

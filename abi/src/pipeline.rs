@@ -219,7 +219,7 @@ pub fn decode_calls(
     let ds = &spec.decode;
     tile.check(ds)?;
     let certified = matches!(kind, DecodeKind::Certified | DecodeKind::CertifiedSelected);
-    tile.check_share_bound(certified, spec)?;
+    tile.check_pass_knobs(certified, spec)?;
     let dshape = DenseShape {
         batch: shape.batch,
         kv_heads: shape.kv_heads,

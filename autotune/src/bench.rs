@@ -25,12 +25,18 @@ pub struct VariantTiming {
     pub out_diff: f64,
 }
 
-/// Parse `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`.
+/// Parse `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc]`
+/// (`tc`: the dot products on the tensor cores).
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
-    let v: Vec<u32> = s.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
+    let mut parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let mma = parts.last() == Some(&"tc");
+    if mma {
+        parts.pop();
+    }
+    let v: Vec<u32> = parts.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
     if v.len() != 8 {
         bail!(
-            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity"
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc]"
         );
     }
     let t = DenseTile {
@@ -43,6 +49,7 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         finish_threads: v[6],
         finish_capacity: v[7],
         share_bound: false,
+        mma,
     };
     t.check(spec)?;
     Ok(t)

@@ -27,6 +27,7 @@ pub mod lower;
 pub mod nvptx_compat;
 pub mod ptxas;
 
+use entkv_dsl::ir::Stmt;
 use entkv_dsl::{DslError, Kernel};
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
@@ -206,6 +207,18 @@ pub fn is_ptx_identifier(name: &str) -> bool {
     }
 }
 
+/// Whether a block contains a tensor-core [`Stmt::Mma`] (anywhere, nested blocks too).
+fn uses_mma(block: &[Stmt]) -> bool {
+    block.iter().any(|s| match s {
+        Stmt::Mma { .. } => true,
+        Stmt::If {
+            then_body, else_body, ..
+        } => uses_mma(then_body) || uses_mma(else_body),
+        Stmt::For { body, .. } | Stmt::While { body, .. } => uses_mma(body),
+        _ => false,
+    })
+}
+
 /// Compile `kernels` into one PTX module for `target`, with the default [`CompileOptions`]
 /// (PTX only, no LLVM IR text).
 ///
@@ -240,6 +253,14 @@ pub fn compile_module_with(
             return Err(invalid(format!(
                 "kernel name `{}` is not a PTX identifier",
                 k.name
+            )));
+        }
+        if target.sm < nvptx_compat::MMA_MIN_SM && uses_mma(&k.body) {
+            return Err(CodegenError::Target(format!(
+                "kernel `{}` uses tensor-core mma, which needs sm_{} (target sm_{})",
+                k.name,
+                nvptx_compat::MMA_MIN_SM,
+                target.sm
             )));
         }
         if !names.insert(k.name.as_str()) {

@@ -442,6 +442,23 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let r = self.call(f, &[mask.into(), v, a, clamp.into()])?;
                 self.store_var(*dst, r)
             }
+            Stmt::Mma { dst, a, b, c } => {
+                let bf16 = a[0].ty() == Scalar::BF16;
+                let f = self.intrinsic(compat::mma_intrinsic(bf16), &[])?;
+                let mut args = Vec::with_capacity(10);
+                for pair in a.chunks(2).chain(b.chunks(2)) {
+                    args.push(self.half_pair(&pair[0], &pair[1], compat::mma_words(bf16))?);
+                }
+                for x in c {
+                    args.push(self.expr(x)?);
+                }
+                let r = self.call(f, &args)?.into_struct_value();
+                for (i, v) in dst.iter().enumerate() {
+                    let x = self.b.build_extract_value(r, i as u32, "mma_d")?;
+                    self.store_var(*v, x)?;
+                }
+                Ok(())
+            }
             Stmt::WarpSync => {
                 let f = self.intrinsic(compat::WARP_SYNC, &[])?;
                 let mask = self.i32c(compat::FULL_WARP_MASK);
@@ -456,6 +473,20 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 self.store_var(*dst, r)
             }
         }
+    }
+
+    /// Two 16-bit floats as one register: `<2 x T>` (`lo` first), or its bits as an `i32` word.
+    fn half_pair(&mut self, lo: &Expr, hi: &Expr, word: bool) -> R<BasicValueEnum<'ctx>> {
+        let pair_ty = vec_ty(self.ty(lo.ty()), 2);
+        let (x, y) = (self.expr(lo)?, self.expr(hi)?);
+        let v = pair_ty.get_undef();
+        let v = self.b.build_insert_element(v, x, self.i32c(0), "")?;
+        let v = self.b.build_insert_element(v, y, self.i32c(1), "")?;
+        Ok(if word {
+            self.b.build_bit_cast(v, self.ctx.i32_type(), "")?
+        } else {
+            v.into()
+        })
     }
 
     /// Vector load of 2, 4 or 8 16-bit elements as 32-bit words (`i32`, `<2 x i32>`,
@@ -1007,6 +1038,14 @@ fn ssa_registers(k: &Kernel) -> Vec<bool> {
                 Stmt::Ballot { dst, pred } => {
                     self.read(pred);
                     self.assign(*dst, here);
+                }
+                Stmt::Mma { dst, a, b, c } => {
+                    for x in a.iter().chain(b).chain(c) {
+                        self.read(x);
+                    }
+                    for v in dst {
+                        self.assign(*v, here);
+                    }
                 }
             }
         }

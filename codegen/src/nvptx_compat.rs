@@ -18,6 +18,7 @@
 //! | 16-bit vector loads          | loaded as 32-bit words (v4bf16 load is split in 19)  | re-check |
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
 //! | byte permute `prmt`          | `llvm.nvvm.prmt` (selector as an i32 operand)        | same so far |
+//! | tensor-core `mma` m16n8k16   | `llvm.nvvm.mma.m16n8k16.row.col.{f32.f32,bf16}`; f16 operands `<2 x half>`, bf16 `i32` | re-check |
 //! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
 //! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
 //!
@@ -282,10 +283,37 @@ pub fn shuffle_clamp(mode: ShuffleMode) -> u64 {
     }
 }
 
+/// Tensor-core `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` (sm_80+):
+/// `{float, float, float, float} (A: 4 registers, B: 2, C: 4 floats)`. In LLVM 19 the f16 form
+/// takes its registers as `<2 x half>` and the bf16 form as `i32` ([`mma_words`]).
+pub fn mma_intrinsic(bf16: bool) -> &'static str {
+    if bf16 {
+        "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+    } else {
+        "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
+    }
+}
+
+/// Whether [`mma_intrinsic`]'s A and B registers are `i32` words (else `<2 x T>` pairs).
+pub fn mma_words(bf16: bool) -> bool {
+    bf16
+}
+
+/// Oldest target with `mma.sync.m16n8k16` on f16 and bf16.
+pub const MMA_MIN_SM: u32 = 80;
+
 /// Every non-overloaded NVVM intrinsic this crate uses (checked by a unit test).
 pub fn all_intrinsic_names() -> Vec<&'static str> {
     let mut v = vec![
-        BARRIER, BALLOT, WARP_SYNC, EX2_APPROX, LG2_APPROX, PRMT, SREG_TID_X,
+        BARRIER,
+        BALLOT,
+        WARP_SYNC,
+        EX2_APPROX,
+        LG2_APPROX,
+        PRMT,
+        SREG_TID_X,
+        mma_intrinsic(false),
+        mma_intrinsic(true),
     ];
     for a in [Axis::X, Axis::Y, Axis::Z] {
         v.push(sreg_ctaid(a));

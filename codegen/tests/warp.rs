@@ -134,3 +134,47 @@ fn block_exclusive_scan_multi_and_single_warp() {
     assert_insn(c.entry("warp_scan"), "shfl.sync.up.b32");
     assert_no_insn(c.entry("warp_scan"), "bar.sync");
 }
+
+/// One warp-wide `D = A·B + C` per warp, fragments loaded lane by lane (the layout does not
+/// matter to codegen).
+fn mma_kernel(ab: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new(format!("mma_{ab}"), 64);
+    let a = k.buffer("a", ab, Access::Read);
+    let c = k.buffer("c", Scalar::F32, Access::Read);
+    let d = k.buffer("d", Scalar::F32, Access::Write);
+    let tid = k.let_("tid", k.thread_idx());
+    // Eight contiguous 16-bit elements a lane: one 16-byte load, packed into A's registers.
+    let av = k.load_vec("av", a, tid * 8u32, 8);
+    let av: Vec<Expr> = av.iter().map(|v| v.e()).collect();
+    let cv: Vec<Expr> = (0..4u32).map(|i| c.at(tid * 4u32 + i)).collect();
+    let out = k.mma(&av, &av[..4], &cv);
+    k.store_vec(d, tid * 4u32, out.iter().map(|v| v.e()).collect());
+    k.finish().unwrap()
+}
+
+#[test]
+fn mma_lowers_to_tensor_core_mma_sync() {
+    for (ab, insn) in [
+        (Scalar::F16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+        (
+            Scalar::BF16,
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        ),
+    ] {
+        let kernel = mma_kernel(ab);
+        let c = check(&[&kernel]);
+        let e = c.entry(&kernel.name);
+        assert_insn(e, insn);
+        // The packed halves go straight from the vector load into the mma: no repacking.
+        assert_no_insn(e, "mov.b32");
+        assert_no_insn(e, "prmt");
+    }
+    // mma.m16n8k16 needs sm_80.
+    let k = mma_kernel(Scalar::BF16);
+    let old = entkv_codegen::Target {
+        sm: 75,
+        ptx_version: 80,
+    };
+    let e = entkv_codegen::compile_module("m", &[&k], &old).unwrap_err();
+    assert!(e.to_string().contains("sm_80"), "{e}");
+}

@@ -341,6 +341,20 @@ impl KernelBuilder {
         self.push(Stmt::WarpSync);
     }
 
+    /// Warp-level `D = A·B + C` on 16×16 f16/bf16 A, 16×8 B and f32 C, D (tensor cores; see
+    /// [`Stmt::Mma`] and [`crate::mma`] for which elements a lane holds). Returns D's four
+    /// elements of this lane in fresh registers.
+    pub fn mma(&mut self, a: &[Expr], b: &[Expr], c: &[Expr]) -> [Var; 4] {
+        let dst = [0, 1, 2, 3].map(|_| self.var("mma", Scalar::F32));
+        self.push(Stmt::Mma {
+            dst: dst.iter().map(|v| v.id).collect(),
+            a: a.to_vec(),
+            b: b.to_vec(),
+            c: c.iter().map(|x| x.clone().into_expr(Some(Scalar::F32))).collect(),
+        });
+        dst
+    }
+
     /// Full-warp ballot: bit `i` is lane `i`'s predicate.
     pub fn ballot(&mut self, pred: impl IntoExpr) -> Var {
         let dst = self.var("ballot", Scalar::U32);

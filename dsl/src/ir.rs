@@ -360,6 +360,21 @@ pub enum Stmt {
         dst: VarId,
         pred: Expr,
     },
+    /// Warp-level matrix multiply-accumulate `D = A·B + C` (PTX `mma.sync.aligned.m16n8k16.row.col
+    /// .f32.{f16,bf16}.{f16,bf16}.f32`): A is 16×16, B 16×8, C and D 16×8 f32, each spread over
+    /// the 32 lanes as PTX's fragments (lane `l`, `g = l / 4`, `t = l % 4`):
+    /// - `a[i]` (8, F16 or BF16) is A[g + 8·((i / 2) % 2)][2t + i % 2 + 8·(i / 4)];
+    /// - `b[i]` (4, the type of `a`) is B[2t + i % 2 + 8·(i / 2)][g];
+    /// - `c[i]` and `dst[i]` (4, F32) are C/D[g + 8·(i / 2)][2t + i % 2].
+    ///
+    /// Products are exact; the sum's rounding is the hardware's (the interpreter rounds the exact
+    /// sum once). All 32 lanes of the warp must execute it together.
+    Mma {
+        dst: Vec<VarId>,
+        a: Vec<Expr>,
+        b: Vec<Expr>,
+        c: Vec<Expr>,
+    },
     /// `__syncwarp()` (`bar.warp.sync` with a full mask): the lanes of the warp meet, and memory
     /// accesses of each lane before it are ordered before the others' after it. All 32 lanes
     /// must execute it together. (The interpreter runs warps in lockstep and tracks races per

@@ -7,6 +7,7 @@
 //! - [`KernelBuilder`] + [`expr`]: how kernels are written; specialization happens in the Rust
 //!   code that calls the builder, so the IR only ever holds folded constants.
 //! - [`collective`]: warp/block reductions and scans built from shuffles and shared memory.
+//! - [`mma`]: the fragment layouts of the warp-level matrix multiply (tensor cores).
 //! - [`validate`]: static checks (types, access rules, resource limits).
 //! - [`interp`]: the interpreter, which is also a sanitizer (out-of-bounds, misaligned vector
 //!   accesses, barrier divergence, partial-warp shuffles, uninitialised shared memory, races
@@ -17,6 +18,7 @@ pub mod collective;
 pub mod expr;
 pub mod interp;
 pub mod ir;
+pub mod mma;
 pub mod validate;
 
 pub use builder::{KernelBuilder, WARP};

@@ -267,6 +267,28 @@ impl Validator<'_> {
                 }
                 self.expect(arg, Scalar::U32, "shuffle lane/offset", path)
             }
+            Stmt::Mma { dst, a, b, c } => {
+                use crate::mma::{A_ELEMS, B_ELEMS, C_ELEMS};
+                if a.len() != A_ELEMS || b.len() != B_ELEMS || c.len() != C_ELEMS || dst.len() != C_ELEMS {
+                    return Err(self.err(path, "mma takes 8 A, 4 B, 4 C elements and 4 destinations"));
+                }
+                let ab = a[0].ty();
+                if !matches!(ab, Scalar::F16 | Scalar::BF16) {
+                    return Err(self.err(path, format!("mma of {ab} (A and B must be f16 or bf16)")));
+                }
+                for x in a.iter().chain(b) {
+                    self.expect(x, ab, "mma A/B element", path)?;
+                }
+                for x in c {
+                    self.expect(x, Scalar::F32, "mma accumulator", path)?;
+                }
+                for v in dst {
+                    if self.var_ty(*v, path)? != Scalar::F32 {
+                        return Err(self.err(path, "mma destination must be f32"));
+                    }
+                }
+                Ok(())
+            }
             Stmt::Ballot { dst, pred } => {
                 if self.var_ty(*dst, path)? != Scalar::U32 {
                     return Err(self.err(path, "ballot destination must be u32"));

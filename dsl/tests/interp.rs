@@ -949,6 +949,111 @@ fn shuffle_in_whole_warps_of_a_divergent_branch_is_fine() {
     assert!(o.as_u32().unwrap().iter().all(|&s| s == (32..64).sum::<u32>()));
 }
 
+// ----- tensor-core mma ---------------------------------------------------------------------
+
+/// A kernel of two warps, each computing `D = A·B + C` for its own 16×16 A (row-major), 16×8 B
+/// and C (row-major), with the fragments placed by the PTX ISA's formulas written out here
+/// (independently of `entkv_dsl::mma`): lane `l`, `g = l/4`, `t = l%4`; A's element `i` at row
+/// `g + 8·⌊i/2⌋ mod 2`… see `Stmt::Mma`.
+fn mma_kernel(ab: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new("mma_tile", 64);
+    let a = k.buffer("a", ab, Access::Read);
+    let b = k.buffer("b", ab, Access::Read);
+    let c = k.buffer("c", Scalar::F32, Access::Read);
+    let d = k.buffer("d", Scalar::F32, Access::Write);
+    let w = k.let_("w", k.warp());
+    let g = k.let_("g", k.lane() / 4u32);
+    let t = k.let_("t", k.lane() % 4u32);
+    let av: Vec<Expr> = (0..8u32)
+        .map(|i| {
+            let row = g + 8 * ((i / 2) % 2);
+            let col = t * 2u32 + (i % 2 + 8 * (i / 4));
+            a.at(w * 256u32 + row * 16u32 + col)
+        })
+        .collect();
+    let bv: Vec<Expr> = (0..4u32)
+        .map(|i| {
+            let row = t * 2u32 + (i % 2 + 8 * (i / 2));
+            b.at(w * 128u32 + row * 8u32 + g)
+        })
+        .collect();
+    let cidx = |i: u32| w * 128u32 + (g + 8 * (i / 2)) * 8u32 + t * 2u32 + i % 2;
+    let cv: Vec<Expr> = (0..4u32).map(|i| c.at(cidx(i))).collect();
+    let out = k.mma(&av, &bv, &cv);
+    for (i, o) in out.iter().enumerate() {
+        k.store(d, cidx(i as u32), *o);
+    }
+    k.finish().unwrap()
+}
+
+#[test]
+fn mma_multiplies_the_fragments_ptx_describes() {
+    for ab in [Scalar::F16, Scalar::BF16] {
+        let kernel = mma_kernel(ab);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut small = || (rng.below(2001) as f64 - 1000.0) / 250.0;
+        let av: Vec<f64> = (0..2 * 256).map(|_| small()).collect();
+        let bv: Vec<f64> = (0..2 * 128).map(|_| small()).collect();
+        let cv: Vec<f32> = (0..2 * 128).map(|i| i as f32 * 0.5 - 60.0).collect();
+        let mut ha = HostBuffer::from_f64_as(ab, &av);
+        let mut hb = HostBuffer::from_f64_as(ab, &bv);
+        let (aq, bq) = (ha.to_f64_vec(), hb.to_f64_vec());
+        let mut hc = HostBuffer::F32(cv.clone());
+        let mut hd = HostBuffer::zeros(Scalar::F32, 2 * 128);
+        launch(
+            &kernel,
+            1,
+            &mut [
+                Arg::Buf(&mut ha),
+                Arg::Buf(&mut hb),
+                Arg::Buf(&mut hc),
+                Arg::Buf(&mut hd),
+            ],
+        )
+        .unwrap();
+        let got = hd.as_f32().unwrap();
+        for w in 0..2 {
+            for m in 0..16 {
+                for n in 0..8 {
+                    let dot: f64 = (0..16)
+                        .map(|j| aq[w * 256 + m * 16 + j] * bq[w * 128 + j * 8 + n])
+                        .sum();
+                    let want = (cv[w * 128 + m * 8 + n] as f64 + dot) as f32;
+                    let i = w * 128 + m * 8 + n;
+                    assert!(
+                        same_f32(got[i], want),
+                        "{ab} warp {w} D[{m}][{n}] = {} want {want}",
+                        got[i]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mma_needs_the_whole_warp() {
+    let mut k = KernelBuilder::new("partial_mma", 64);
+    let x = f32c(1.0).cast(Scalar::BF16);
+    let one = f32c(0.0);
+    k.if_(k.thread_idx().lt(48u32), |k| {
+        k.mma(&vec![x.clone(); 8], &vec![x.clone(); 4], &vec![one.clone(); 4]);
+    });
+    let kernel = k.finish().unwrap();
+    let e = launch(&kernel, 1, &mut []).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InterpError::PartialWarp {
+                op: "mma",
+                warp: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
 // ----- collectives -----------------------------------------------------------------------
 
 #[test]

@@ -64,7 +64,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// Parameters: `head_bound, heads`.
 pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     tile.check(&spec.decode)?;
-    tile.check_share_bound(true, spec)?;
+    tile.check_pass_knobs(true, spec)?;
     let threads = entkv_abi::pipeline::CERTIFIED_INIT_THREADS;
     let mut k = KernelBuilder::new(entkv_abi::pipeline::certified_init_entry(spec, tile), threads);
     let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
@@ -153,7 +153,7 @@ fn score_pass(
 ) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
     tile.check(ds)?;
-    tile.check_share_bound(true, spec)?;
+    tile.check_pass_knobs(true, spec)?;
     let selected = walk_kind == Walk::Selected;
     let name = match walk_kind {
         Walk::Full if !refine && refines(spec) => unrefined_entry(spec, tile),

@@ -10,7 +10,10 @@
 
 use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
-use crate::tokens::{chunk_offset, load_queries, score_chunk, Lanes, Layout, PageBufs, TokenSource};
+use crate::tokens::{
+    chunk_offset, load_queries, load_queries_mma, score_chunk, score_chunk_mma, Lanes, Layout, PageBufs,
+    TokenSource,
+};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{paged_decode_entry_names, DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -93,7 +96,11 @@ pub fn score_kernel(
     let src = TokenSource::new(&mut k, layout, spec.head_dim, b, kvh, kv_heads, n, pages);
     let lanes = Lanes::new(&mut k, spec, tile);
     let owner = k.let_("owner", lanes.sub.eq_(0u32)); // one lane per token counts it
-    let qr = load_queries(&mut k, spec, &lanes, q, slopes, b, kvh, q_heads);
+    let qr = if tile.mma {
+        load_queries_mma(&mut k, spec, q, slopes, b, kvh, q_heads)
+    } else {
+        load_queries(&mut k, spec, &lanes, q, slopes, b, kvh, q_heads)
+    };
     let chunk_len = tile.chunk_len();
     // A split's workspace holds `chunks_per_split` chunks' candidates.
     let split_len = k.let_("split_len", chunks.clone().i64() * chunk_len as i64);
@@ -148,7 +155,8 @@ pub fn score_kernel(
                 (None, Some(cp)) => src.stage_at(k, cp, c0, tile.threads),
                 (None, None) => {}
             }
-            let (z, t) = score_chunk(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
+            let score = if tile.mma { score_chunk_mma } else { score_chunk };
+            let (z, t) = score(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
             if let (Some((cp, la)), Some((c_next, has_next))) = (&lookahead, next) {
                 k.if_(has_next, |k| src.fetch_physical(k, cp, la, c_next.e()));
             }

@@ -348,6 +348,19 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     for (case, selection) in cases {
         let tile = DenseTile::default_paged(&case.spec);
         let small = small_tile(&case.spec.decode);
+        // The tensor-core pass (GQA 1–8, every d, f16 and bf16, ALiBi) on a small assumed GPU:
+        // three rounds of two warps a chunk, so chunks and splits end inside warps and pages.
+        v.push(Box::new(PagedDecodeCheck {
+            case: case.clone(),
+            tile: DenseTile {
+                lanes_per_token: 1,
+                tokens_per_group: 3,
+                mma: true,
+                ..small
+            },
+            selection,
+            sm_count: 1,
+        }));
         v.push(Box::new(PagedDecodeCheck {
             case: case.clone(),
             tile,

@@ -402,6 +402,8 @@ impl ChunkPages {
 /// of the GQA group, plus the heads' ALiBi slopes pre-multiplied by (α−1).
 pub struct QueryRegs {
     pub q: Vec<Vec<Var>>,
+    /// A tensor-core pass's q ([`load_queries_mma`]) instead of `q`.
+    pub mma: Option<MmaQuery>,
     pub alibi: Vec<Option<Var>>,
     /// Any dimension of head `g`'s q' (read from memory, for code that needs another slice
     /// than this lane's registers).
@@ -481,6 +483,7 @@ pub fn load_queries(
     let a1 = spec.alpha.value() - 1.0;
     let mut regs = QueryRegs {
         q: Vec::new(),
+        mma: None,
         alibi: Vec::new(),
         full: Vec::new(),
     };
@@ -496,9 +499,204 @@ pub fn load_queries(
     regs
 }
 
+/// The group's raw q (f16/bf16, unscaled) as the B operand of a warp's `m16n8k16` products
+/// ([`score_chunk_mma`]): column `n` of B is head `n` of the group (zero past the group), and
+/// each product's 16 rows are 16 of the d dimensions, in the order [`score_chunk_mma`] lays K
+/// out: lane `(g, t)` = `(lane / 4, lane % 4)` holds dimensions `[t·d/4, (t+1)·d/4)` of head
+/// `g`, four a product.
+pub struct MmaQuery {
+    /// B's four elements of this lane, one product (16 dimensions) each.
+    pub b: Vec<[Var; 4]>,
+    /// `(α−1)/√d`: a dot product of raw q times this is in entmax space.
+    pub scale: f64,
+}
+
+/// [`load_queries`] for a tensor-core pass: each lane loads the d/4 dimensions of one head that
+/// B needs from it ([`MmaQuery`]); the slopes as in [`load_queries`].
+#[allow(clippy::too_many_arguments)]
+pub fn load_queries_mma(
+    k: &mut KernelBuilder,
+    spec: &DecodeSpec,
+    q: Buf,
+    alibi: Option<Buf>,
+    b: Var,
+    kvh: Var,
+    q_heads: Var,
+) -> QueryRegs {
+    let scale = spec.z_scale();
+    let a1 = spec.alpha.value() - 1.0;
+    let d = spec.head_dim;
+    let slice = d / 4;
+    let lane = k.let_("q_lane", k.lane());
+    let g = k.let_("q_col", lane >> 2u32);
+    let t = k.let_("q_quarter", lane & 3u32);
+    // Columns past the group load the group's last head (in bounds) and are zeroed.
+    let head = k.let_("q_head", g.min(spec.group - 1));
+    let row = k.let_("q_row", (b * q_heads + kvh * spec.group + head).i64() * d as i64);
+    let vec = slice.min(16 / q.elem.size_bytes());
+    let at = k.let_("q_at", row + (t * slice).i64());
+    let raw: Vec<Var> = (0..slice / vec)
+        .flat_map(|j| k.load_vec("qm", q, at + (j * vec) as i64, vec))
+        .collect();
+    let in_group = k.let_("q_in_group", g.lt(spec.group));
+    let zero = lit(q.elem, 0.0);
+    let b_frags = raw
+        .chunks(4)
+        .map(|c| [0, 1, 2, 3].map(|i| k.let_("qb", select(in_group, c[i], zero.clone()))))
+        .collect();
+    let mut regs = QueryRegs {
+        q: Vec::new(),
+        mma: Some(MmaQuery { b: b_frags, scale }),
+        alibi: Vec::new(),
+        full: Vec::new(),
+    };
+    for g in 0..spec.group {
+        let h = k.let_("h", kvh * spec.group + g);
+        let head = k.let_("qhead", (b * q_heads + h).i64());
+        let row = k.let_("q_row", head * spec.head_dim as i64);
+        regs.full.push(QueryRow { q, row, scale });
+        regs.alibi.push(alibi.map(|s| k.let_("slope", s.at(h) * a1)));
+    }
+    regs
+}
+
 /// Offset (u32) of this lane group's token `r` in its chunk.
 pub fn chunk_offset(lanes: &Lanes, r: u32) -> Expr {
     lanes.tgroup + r * lanes.token_groups
+}
+
+/// This lane group's token `r` of the chunk at `c0`: its position (i64), the element offset of
+/// its K/V row, and whether it is a token of the walk. An index past the walk reads a token
+/// that exists (the chunk's first when its pages are staged, the sequence's first otherwise),
+/// so no load leaves the sequence.
+fn token_row(
+    k: &mut KernelBuilder,
+    lanes: &Lanes,
+    src: &TokenSource,
+    c0: Var,
+    pages: Option<&ChunkPages>,
+    r: u32,
+) -> (Var, Var, Var) {
+    let off = k.let_("off", chunk_offset(lanes, r));
+    let c = k.let_("ci", c0 + off.i64());
+    let inside = k.let_("inside", c.lt(src.len));
+    let (t, row) = match pages {
+        Some(cp) => {
+            let c_load = k.let_("c_load", select(inside, c, c0));
+            let off_load = k.let_("off_load", select(inside, off, 0u32));
+            let t = src.staged_position(k, cp, c_load, off_load);
+            (t, src.staged_row(k, cp, c_load, off_load))
+        }
+        None => {
+            let c_load = k.let_("c_load", select(inside, c, 0i64));
+            let t = src.position(k, c_load.e());
+            (t, src.row(k, t.e()))
+        }
+    };
+    (t, row, k.let_("valid", src.valid(c, t)))
+}
+
+/// [`score_chunk`] on the tensor cores ([`DenseTile::mma`], one lane a token, q from
+/// [`load_queries_mma`]). In each round `r` a warp scores its 32 tokens (lane `l` owns token
+/// `l`, as in [`chunk_offset`]) as two `m16n8k16` products per 16 dimensions: tokens 0–15 and
+/// 16–31 are the rows of two A tiles, the group's heads the columns of B. Lane `(g, t)` loads
+/// dimensions `[t·d/4, (t+1)·d/4)` of tokens `g`, `g + 8` (tile 0) and `16 + g`, `24 + g`
+/// (tile 1), each a 16-byte-aligned run, and feeds A four of them a product: A's columns
+/// `2t, 2t+1, 2t+8, 2t+9` are its dimensions `4j … 4j+3` in product `j` (the dot product does
+/// not care which dimension is which column, as long as q's rows of B follow: they do, by
+/// [`MmaQuery`]). The rows' offsets come from their owners, two 32-bit shuffles each; D then
+/// holds token `g` (and `g + 8`) × heads `2t, 2t+1` in lane `(g, t)`, and four shuffles a head
+/// hand every lane its own token's score.
+#[allow(clippy::too_many_arguments)]
+pub fn score_chunk_mma(
+    k: &mut KernelBuilder,
+    tile: &DenseTile,
+    lanes: &Lanes,
+    src: &TokenSource,
+    keys: Buf,
+    q: &QueryRegs,
+    c0: Var,
+    pages: Option<&ChunkPages>,
+) -> (Vec<Vec<Var>>, Vec<Var>) {
+    let mq = q
+        .mma
+        .as_ref()
+        .expect("a tensor-core pass loads q with load_queries_mma");
+    let heads = q.alibi.len();
+    let d = src.head_dim;
+    let slice = d / 4;
+    let vec = slice.min(16 / keys.elem.size_bytes());
+    let lane = k.let_("lane", k.lane());
+    let g = k.let_("mma_g", lane >> 2u32);
+    let quarter = k.let_("mma_t", (lane & 3u32) * slice);
+    // Which of the holder's D elements is this lane's token: tile (token ≥ 16), row half
+    // (token mod 16 ≥ 8); its holder for head h is lane 4·(lane mod 8) + h/2.
+    let tile1 = k.let_("mma_tile1", lane.ge(16u32));
+    let half1 = k.let_("mma_half1", (lane & 8u32).ne_(0u32));
+    let holder = k.let_("mma_holder", (lane & 7u32) * 4u32);
+    let mut z: Vec<Vec<Var>> = vec![Vec::new(); heads];
+    let mut positions = Vec::new();
+    for r in 0..tile.tokens_per_group {
+        let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
+        let row_lo = k.let_("row_lo", row.cast(Scalar::U32));
+        let row_hi = k.let_("row_hi", (row >> 32i64).cast(Scalar::U32));
+        // Rows g, g+8, 16+g, 24+g of this warp's 32 tokens, each this lane's quarter of d.
+        let parts: Vec<Vec<Var>> = (0..4u32)
+            .map(|i| {
+                let from = k.let_("row_from", g + 8 * i);
+                let lo = k.shuffle(ShuffleMode::Idx, row_lo, from);
+                let hi = k.shuffle(ShuffleMode::Idx, row_hi, from);
+                let at = k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + quarter.i64());
+                (0..slice / vec)
+                    .flat_map(|j| k.load_vec("k", keys, at + (j * vec) as i64, vec))
+                    .collect()
+            })
+            .collect();
+        // D of tiles 0 and 1.
+        let dots: Vec<[Var; 4]> = (0..2)
+            .map(|tl| {
+                let (lo, hi) = (&parts[2 * tl], &parts[2 * tl + 1]);
+                let mut acc: Vec<Expr> = vec![f32c(0.0); 4];
+                for (j, b) in mq.b.iter().enumerate() {
+                    let x = |v: &Vec<Var>, e: usize| v[4 * j + e].e();
+                    let a = [
+                        x(lo, 0),
+                        x(lo, 1),
+                        x(hi, 0),
+                        x(hi, 1),
+                        x(lo, 2),
+                        x(lo, 3),
+                        x(hi, 2),
+                        x(hi, 3),
+                    ];
+                    let b: Vec<Expr> = b.iter().map(|v| v.e()).collect();
+                    acc = k.mma(&a, &b, &acc).iter().map(|v| v.e()).collect();
+                }
+                let acc: Vec<Var> = acc.into_iter().map(|e| k.let_("d", e)).collect();
+                [acc[0], acc[1], acc[2], acc[3]]
+            })
+            .collect();
+        for (h, zh) in z.iter_mut().enumerate() {
+            let from = k.let_("dot_from", holder + (h as u32 / 2));
+            let e = h % 2;
+            let got: Vec<Var> = [dots[0][e], dots[0][2 + e], dots[1][e], dots[1][2 + e]]
+                .into_iter()
+                .map(|v| k.shuffle(ShuffleMode::Idx, v, from))
+                .collect();
+            let dot = select(
+                tile1,
+                select(half1, got[3], got[2]),
+                select(half1, got[1], got[0]),
+            ) * mq.scale;
+            let score = match q.alibi[h] {
+                Some(s) => dot + s * (t - (src.seq_len - 1i64)).f32(),
+                None => dot,
+            };
+            zh.push(k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY))));
+        }
+        positions.push(t);
+    }
+    (z, positions)
 }
 
 /// Exact entmax-space scores of one chunk of iteration indices `[c0, c0 + chunk_len)`:
@@ -517,25 +715,7 @@ pub fn score_chunk(
 ) -> (Vec<Vec<Var>>, Vec<Var>) {
     let mut rows = Vec::new();
     for r in 0..tile.tokens_per_group {
-        let off = k.let_("off", chunk_offset(lanes, r));
-        let c = k.let_("ci", c0 + off.i64());
-        // Invalid lanes load a token that exists (the chunk's first when its pages are staged,
-        // the sequence's first otherwise), so no load leaves the sequence.
-        let inside = k.let_("inside", c.lt(src.len));
-        let (t, row) = match pages {
-            Some(cp) => {
-                let c_load = k.let_("c_load", select(inside, c, c0));
-                let off_load = k.let_("off_load", select(inside, off, 0u32));
-                let t = src.staged_position(k, cp, c_load, off_load);
-                (t, src.staged_row(k, cp, c_load, off_load))
-            }
-            None => {
-                let c_load = k.let_("c_load", select(inside, c, 0i64));
-                let t = src.position(k, c_load.e());
-                (t, src.row(k, t.e()))
-            }
-        };
-        let valid = k.let_("valid", src.valid(c, t));
+        let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
         let lane_off = (lanes.sub * lanes.dims).i64();
         let mut kv = Vec::new();
         for part in 0..lanes.dims / lanes.vec {

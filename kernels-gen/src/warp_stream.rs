@@ -333,6 +333,7 @@ mod tests {
             finish_threads: threads,
             finish_capacity: threads,
             share_bound: false,
+            mma: false,
         };
         let chunk = (threads * tokens) as usize;
         let n = chunk * chunks.len();

@@ -167,6 +167,9 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
         }
         (_, TileConfig::Dense(def)) => {
             let mut v = dense_grid(&def, d, g);
+            if family != KernelFamily::DecodeCertified {
+                v.extend(mma_points(&def, &spec.decode));
+            }
             if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
                 let small = small_cta_points(&def);
                 // Head-bound sharing flipped on the default and the small-CTA points: it pays
@@ -212,6 +215,36 @@ fn dense_grid(def: &DenseTile, head_dim: u32, group: u32) -> Vec<DenseTile> {
         }
     }
     v.extend(dense_secondaries(def));
+    v
+}
+
+/// Tensor-core score passes ([`DenseTile::mma`], one lane a token): 128 and 256 threads, a
+/// few rounds of 32 tokens a warp, each at the register caps of resident CTA counts. With q
+/// out of the registers a lane holds its rounds' K rows (d/4 × 4 elements a round), and local
+/// ptxas 13 fits rows of d·G ≤ 128 (`paper`, `gqa`) in 64 registers up to four rounds, while
+/// `wide` (d·G = 512) spills below 128: there only 128-register points, up to four rounds.
+fn mma_points(def: &DenseTile, spec: &entkv_abi::DecodeSpec) -> Vec<DenseTile> {
+    let narrow = spec.head_dim * spec.group <= 128;
+    let tokens: &[u32] = if narrow { &[1, 2, 4, 8] } else { &[1, 2, 4] };
+    let caps: &[u32] = if narrow { &[128, 64] } else { &[128] };
+    let mut v = Vec::new();
+    for threads in [128u32, 256] {
+        for &tokens_per_group in tokens {
+            for &regs in caps {
+                let t = DenseTile {
+                    threads,
+                    lanes_per_token: 1,
+                    tokens_per_group,
+                    score_min_blocks: 65536 / regs / threads,
+                    mma: true,
+                    ..*def
+                };
+                if t.check(spec).is_ok() {
+                    v.push(t);
+                }
+            }
+        }
+    }
     v
 }
 
@@ -332,7 +365,7 @@ fn descent_step(
     centre: &DenseTile,
     runners_up: &[TileConfig],
 ) -> Vec<DenseTile> {
-    let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group);
+    let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group, t.mma);
     let mut points = dense_secondaries(centre);
     if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
         points.insert(0, flip_share(*centre));
@@ -349,6 +382,7 @@ fn descent_step(
                 threads: t.threads,
                 lanes_per_token: t.lanes_per_token,
                 tokens_per_group: t.tokens_per_group,
+                mma: t.mma,
                 ..*centre
             });
         }

@@ -593,6 +593,31 @@ impl<'k, 'b> Machine<'k, 'b> {
                 self.give(a);
             }
             Stmt::WarpSync => check_full_warps(lanes, "warp sync")?,
+            Stmt::Mma { dst, a, b, c } => {
+                check_full_warps(lanes, "mma")?;
+                let ab = a[0].ty();
+                let mut eval_all = |xs: &[Expr]| -> FResult<Vec<Vec<u64>>> {
+                    xs.iter().map(|x| self.eval(x, lanes)).collect()
+                };
+                let (av, bv, cv) = (eval_all(a)?, eval_all(b)?, eval_all(c)?);
+                // Lanes come in whole warps, in order: one product per warp.
+                let mut out: Vec<Vec<u64>> = vec![Vec::with_capacity(n); dst.len()];
+                for w in 0..n / WARP as usize {
+                    let part = |v: &[Vec<u64>]| -> Vec<Vec<u64>> {
+                        v.iter().map(|x| x[w * 32..][..32].to_vec()).collect()
+                    };
+                    let d = ops::mma_warp(ab, &part(&av), &part(&bv), &part(&cv));
+                    for (o, di) in out.iter_mut().zip(d) {
+                        o.extend(di);
+                    }
+                }
+                for (v, vals) in dst.iter().zip(&out) {
+                    self.write_var(*v, lanes, vals)?;
+                }
+                for x in av.into_iter().chain(bv).chain(cv) {
+                    self.give(x);
+                }
+            }
             Stmt::Ballot { dst, pred } => {
                 check_full_warps(lanes, "ballot")?;
                 let p = self.eval(pred, lanes)?;
