@@ -170,14 +170,30 @@ impl DenseTile {
     }
 
     /// Rows of d·G ≥ [`WIDE_ROW_DIMS`] with G ≤ 4 (that is d = 128, G = 4: the `wide`
-    /// workload; at G = 8 this layout spills, local ptxas 12.9). Keeping q slices
-    /// near 32 registers there means 16 lanes a token and 48-token chunks, so the per-chunk
-    /// reductions and barriers dominate (255 µs a step at 8k). The tuner's best on the H200
-    /// (results/2026-11-30-wide) holds 128 q floats a lane instead (d·G/128 lanes a token,
-    /// ~210 registers) in 128-thread CTAs with six tokens a lane group: 192-token chunks,
-    /// 108 µs at 8k and 2.3× faster at 1M; one Newton step a chunk then 1.7× faster again
-    /// (results/2026-11-30-wide).
+    /// workload). With FMA dot products a lane held 128 q floats (d·G/128 lanes a token, 6
+    /// tokens a lane group: 213–255 registers, two 128-thread CTAs an SM, 12.5% occupancy;
+    /// [`DenseTile::fma_wide`]). On the tensor cores ([`DenseTile::mma`]) q takes 16 registers
+    /// a lane, and the tuner's pick at 32k, 128k and 1M, for the dense and the sparse walk
+    /// alike, is one round a chunk (128-token chunks) at four CTAs an SM (128 registers):
+    /// dense 1M 4.01 → 2.67 ms, top-k 1M 1.19 → 0.79 ms a decode
+    /// (results/2026-12-05-tensor-cores/1-check-tune-ab).
     fn default_wide(spec: &DecodeSpec) -> DenseTile {
+        DenseTile {
+            lanes_per_token: 1,
+            tokens_per_group: 1,
+            score_min_blocks: 4,
+            ctas_per_sm: 2,
+            mma: true,
+            ..DenseTile::fma_wide(spec)
+        }
+    }
+
+    /// The FMA tile of wide rows, the default before the tensor-core pass: 128 q floats a lane
+    /// (d·G/128 lanes a token) in 128-thread CTAs with six tokens a lane group, 192-token
+    /// chunks (results/2026-11-30-wide: 2.3× faster at 1M than q slices of 32 registers and
+    /// 48-token chunks); one Newton step a chunk 1.7× faster again. The certified pass starts
+    /// from it.
+    pub fn fma_wide(spec: &DecodeSpec) -> DenseTile {
         DenseTile {
             threads: 128,
             lanes_per_token: (spec.head_dim * spec.group / 128).clamp(1, (spec.head_dim / 8).max(1)),
@@ -252,7 +268,12 @@ impl DenseTile {
                 2
             },
             finish_capacity: 2048,
-            ..DenseTile::default_for(spec)
+            // The certified pass bounds its scores from sketches: never a tensor-core tile.
+            ..if wide {
+                DenseTile::fma_wide(spec)
+            } else {
+                DenseTile::default_for(spec)
+            }
         };
         // Wide rows' heads are cut into many splits (`wide`: 32 (sequence, KV head) pairs, 37
         // splits a head at 1M), so a warp's own bound stays far below its head's threshold and

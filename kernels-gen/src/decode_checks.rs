@@ -376,10 +376,10 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 1,
         }));
     }
-    // BENCH.md's `wide` spec, with its default tile (six tokens × 32 lane groups: 192-token
-    // chunks, whole pages) and with 16 lanes × 3 tokens a lane group: 48-token chunks over
-    // 32-token pages, so chunks start inside pages (the default before 2026-11-30, whose
-    // staging bug the GPU found).
+    // BENCH.md's `wide` spec, with its default tile (tensor cores, 128-token chunks), the FMA
+    // tile (six tokens × 32 lane groups: 192-token chunks, whole pages) and with 16 lanes × 3
+    // tokens a lane group: 48-token chunks over 32-token pages, so chunks start inside pages
+    // (the default before 2026-11-30, whose staging bug the GPU found).
     let case = mk(
         1.5,
         128,
@@ -391,13 +391,14 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         KeyData::Normal,
     );
     let wide = DenseTile::default_for(&case.spec.decode);
+    let fma = DenseTile::fma_wide(&case.spec.decode);
     let unaligned = DenseTile {
         threads: 256,
         lanes_per_token: 16,
         tokens_per_group: 3,
-        ..wide
+        ..fma
     };
-    for tile in [wide, unaligned] {
+    for tile in [wide, fma, unaligned] {
         v.push(Box::new(PagedDecodeCheck {
             tile,
             case: case.clone(),
@@ -405,6 +406,31 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 132,
         }));
     }
+    // The tensor-core pass over chunks that start inside pages: 96-thread CTAs, one round,
+    // 96-token chunks over 64-token pages (per-token page lookups).
+    let case = mk(
+        1.25,
+        128,
+        1,
+        64,
+        DType::BF16,
+        true,
+        vec![65, 200, 129],
+        KeyData::Normal,
+    );
+    let tile = DenseTile {
+        threads: 96,
+        lanes_per_token: 1,
+        tokens_per_group: 1,
+        mma: true,
+        ..small_tile(&case.spec.decode)
+    };
+    v.push(Box::new(PagedDecodeCheck {
+        case,
+        tile,
+        selection: Selection::Strided(2),
+        sm_count: 1,
+    }));
     // The page lookahead (f16, GQA 1, no ALiBi) with two pages a thread: 64 threads × 32 tokens
     // span 128 pages of 16, over runs of several chunks.
     let case = mk(

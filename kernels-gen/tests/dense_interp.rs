@@ -122,3 +122,39 @@ fn dense_decode_every_spec_axis() {
         check(&c);
     }
 }
+
+/// The tensor-core score pass over a contiguous cache: every head dim, GQA 1–8, f16 and bf16
+/// (the wide rows' default included), lengths that end inside a warp's 32 tokens, several
+/// chunks and splits.
+#[test]
+fn dense_decode_tensor_cores() {
+    let mut specs = vec![DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap()];
+    for (d, g, dtype) in [(32, 1, DType::F16), (64, 2, DType::BF16), (32, 8, DType::F16)] {
+        specs.push(DecodeSpec::new(2.0, d, g, dtype).unwrap());
+    }
+    for spec in specs {
+        let def = DenseTile::default_contiguous(&spec);
+        let tile = DenseTile {
+            threads: 64,
+            lanes_per_token: 1,
+            tokens_per_group: 2,
+            mma: true,
+            ..def
+        };
+        for (n, sm_count) in [(777, 1), (5, 132)] {
+            let c = DenseCase {
+                spec,
+                tile,
+                shape: DenseShape {
+                    batch: 2,
+                    kv_heads: 2,
+                    n,
+                },
+                seed: 3 + n,
+                data: DataKind::Normal,
+                sm_count,
+            };
+            check(&c);
+        }
+    }
+}
