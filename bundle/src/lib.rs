@@ -29,13 +29,15 @@ pub use writer::{BundleMeta, BundleWriter};
 /// ([`BundleError::Schema`]). History: 2 added the rows' optional `selector`, 3 the per-token
 /// 4-bit sketch grid, 4 the certified tiles' optional `share_bound` and the `pruned` selector,
 /// 5 the page box sketch (`page_meta` writes `meta_box`, `page_bounds` reads it), 6 several KV
-/// heads a `page_bounds` block (its `heads_log2` argument).
-pub const SCHEMA_VERSION: u32 = 6;
+/// heads a `page_bounds` block (its `heads_log2` argument), 7 the dense tiles' optional `mma`
+/// (tensor-core score passes; a schema-6 reader would drop it and fail the digest).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild.
+/// refused with a request to rebuild. Schema 6 differs from 7 only by the absent `mma` (false):
+/// its kernels are today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

@@ -261,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 7);
+            edit_manifest(&t.0, |m| m.schema_version = 8);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(7);
+            v["manifest"]["schema_version"] = serde_json::json!(8);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -272,14 +272,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 7,
-                    supported: 6
+                    found: 8,
+                    supported: 7
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 7") && e.to_string().contains("versions 6–6"),
+            e.to_string().contains("schema version 8") && e.to_string().contains("versions 6–7"),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -288,14 +288,14 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 8, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 9, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
-            found: 8,
-            supported: 6
+            found: 9,
+            supported: 7
         }
     ));
     // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
@@ -372,6 +372,65 @@ fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
     let tier = |sel| b.resolve(f, &spec(), 1000, sel).unwrap().tier;
     assert_eq!(tier(Some(Selector::Pruned)), Tier::Exact);
     assert_eq!(tier(None), Tier::Default, "the full walk keeps its own rows");
+}
+
+/// Schema 7: a dense tile may carry `"mma": true` (tensor-core score passes). Such a row round-
+/// trips; a schema-6 bundle (no such field anywhere) still opens; and a schema-6 reader's view,
+/// the field dropped, fails the digest.
+#[test]
+fn tensor_core_rows_and_schema_6() {
+    let f = KernelFamily::DecodeSparse;
+    let s = spec();
+    let TileConfig::Dense(t) = f.default_tile(&s) else {
+        unreachable!()
+    };
+    let tile = TileConfig::Dense(DenseTile {
+        lanes_per_token: 1,
+        tokens_per_group: 4,
+        mma: true,
+        ..t
+    });
+    let entries = tile.entries(f, &s).unwrap();
+    let module = format!("{}__{}__{}.ptx", f.name(), s.sketch_tag(), tile.tag());
+    assert!(module.contains("_tc"), "{module}");
+    let mut w = writer_with(&[]);
+    w.add_module(&module, fake_ptx(&entries), entries.clone())
+        .unwrap();
+    w.add_row(TableRow {
+        tile,
+        module,
+        entries,
+        ..tuned_row(f, &s, 1, 1 << 20, 1.0)
+    });
+    let t = TempDir::new("mma");
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    assert!(String::from_utf8(std::fs::read(t.0.join(MANIFEST_FILE)).unwrap())
+        .unwrap()
+        .contains("\"mma\": true"));
+    let b = Bundle::open(&t.0).unwrap();
+    assert_eq!(b.manifest().schema_version, 7);
+    assert_eq!(b.resolve(f, &s, 1000, None).unwrap().row.tile, tile);
+    // What a schema-6 reader would re-serialize: the field gone, the digest no longer matches.
+    let mut v = read_manifest_json(&t.0);
+    for row in v["manifest"]["table"].as_array_mut().unwrap() {
+        row["tile"]["Dense"].as_object_mut().map(|d| d.remove("mma"));
+    }
+    write_manifest_json(&t.0, &v);
+    assert!(matches!(
+        Bundle::open(&t.0).unwrap_err(),
+        BundleError::Corrupt { .. }
+    ));
+
+    // Schema 6, written before the field existed: the same manifest but the version.
+    let t6 = TempDir::new("schema6");
+    bundle().write_dir(&t6.0).unwrap();
+    edit_manifest(&t6.0, |m| m.schema_version = 6);
+    assert!(
+        !String::from_utf8(std::fs::read(t6.0.join(MANIFEST_FILE)).unwrap())
+            .unwrap()
+            .contains("mma")
+    );
+    assert_eq!(Bundle::open(&t6.0).unwrap().manifest().schema_version, 6);
 }
 
 #[test]
@@ -805,11 +864,11 @@ fn errors_name_the_problem() {
     let e = BundleError::MissingArtifact { file: "a.ptx".into() };
     assert!(e.to_string().contains("`a.ptx`"));
     let e = BundleError::Schema {
-        found: 7,
-        supported: 6,
+        found: 8,
+        supported: 7,
     };
     assert!(
-        e.to_string().contains("version 7") && e.to_string().contains("versions 6–6"),
+        e.to_string().contains("version 8") && e.to_string().contains("versions 6–7"),
         "{e}"
     );
 }
