@@ -154,6 +154,29 @@ impl DenseTile {
         }
     }
 
+    /// The sparse decode's tile: [`DenseTile::default_paged`], except at GQA 2, d = 32 (`gqa`),
+    /// where the tuner picked tensor-core tiles at 32k, 128k and 1M over every FMA tile (40 vs
+    /// 49, 107 vs 115, 513 vs 548 µs a top-k decode; results/2026-12-05-tensor-cores/
+    /// 1-check-tune-ab): 256 threads, four rounds of 32 tokens a warp, four CTAs an SM (64
+    /// registers; three with ALiBi, whose positions spill 8 B at 64, local ptxas 13). The dense
+    /// walk keeps its FMA tile there (1.69 vs 2.15 ms at 1M): over every page one lane a token
+    /// streams at 3.8 TB/s already.
+    pub fn default_sparse(spec: &PagedSpec) -> DenseTile {
+        let tile = DenseTile::default_paged(spec);
+        if one_lane_pair(&spec.decode) {
+            DenseTile {
+                threads: 256,
+                lanes_per_token: 1,
+                tokens_per_group: 4,
+                score_min_blocks: if spec.alibi { 3 } else { 4 },
+                mma: true,
+                ..tile
+            }
+        } else {
+            tile
+        }
+    }
+
     /// The contiguous-cache decode's tile: [`DenseTile::default_for`], except that GQA 2 at
     /// d = 32 keeps two lanes a token. Its score pass holds a 64-bit row offset a token, and
     /// with one lane it spills 8 bytes at two CTAs per SM (local ptxas 12.9, every α and dtype).

@@ -104,9 +104,8 @@ impl KernelFamily {
             KernelFamily::SelectTopk => TileConfig::SelectTopk(SelectTopkTile::default_for(spec)),
             KernelFamily::PageScoreMoments => TileConfig::Moments(MomentsTile::default_for(spec)),
             KernelFamily::SelectGaussian => TileConfig::Gauss(GaussTile::default_for(spec)),
-            KernelFamily::DecodeDense | KernelFamily::DecodeSparse => {
-                TileConfig::Dense(DenseTile::default_paged(spec))
-            }
+            KernelFamily::DecodeDense => TileConfig::Dense(DenseTile::default_paged(spec)),
+            KernelFamily::DecodeSparse => TileConfig::Dense(DenseTile::default_sparse(spec)),
             KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified(spec)),
         }
     }

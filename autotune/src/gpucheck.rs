@@ -500,7 +500,7 @@ fn paper_paged(
     let budget = (pages as f64 * 0.25).ceil() as i32;
     let select = topk_select_pipeline(&spec, &pc.shape, budget)?;
     let max_tokens = (budget as u64 + 1) * spec.page_size as u64;
-    let tile = entkv_abi::DenseTile::default_paged(&spec);
+    let tile = entkv_abi::DenseTile::default_sparse(&spec);
     let sparse = decode_pipeline(DecodeKind::Sparse, &spec, &tile, &pc.shape, max_tokens, sm)?;
     let selected_bytes = |pc: &PaperCache| -> Result<u64> {
         let sel: f64 = pc.dev.get("sel_count")?.to_f64_vec().iter().sum();

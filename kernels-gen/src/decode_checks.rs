@@ -346,7 +346,10 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         ),
     ];
     for (case, selection) in cases {
-        let tile = DenseTile::default_paged(&case.spec);
+        let tile = match selection {
+            Selection::All => DenseTile::default_paged(&case.spec),
+            _ => DenseTile::default_sparse(&case.spec),
+        };
         let small = small_tile(&case.spec.decode);
         // The tensor-core pass (GQA 1–8, every d, f16 and bf16, ALiBi) on a small assumed GPU:
         // three rounds of two warps a chunk, so chunks and splits end inside warps and pages.

@@ -106,14 +106,13 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         name: "decode_certified",
         kernels: vec![certified::decode_kernel(spec, &cert)?],
     });
-    let tile = DenseTile::default_paged(spec);
     out.push(KernelModule {
         name: "decode_dense",
-        kernels: decode::paged_kernels(spec, &tile, false)?.into(),
+        kernels: decode::paged_kernels(spec, &DenseTile::default_paged(spec), false)?.into(),
     });
     out.push(KernelModule {
         name: "decode_sparse",
-        kernels: decode::paged_kernels(spec, &tile, true)?.into(),
+        kernels: decode::paged_kernels(spec, &DenseTile::default_sparse(spec), true)?.into(),
     });
     out.push(dense_module(
         &spec.decode,
