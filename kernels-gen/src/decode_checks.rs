@@ -352,18 +352,27 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         };
         let small = small_tile(&case.spec.decode);
         // The tensor-core pass (GQA 1–8, every d, f16 and bf16, ALiBi) on a small assumed GPU:
-        // three rounds of two warps a chunk, so chunks and splits end inside warps and pages.
-        v.push(Box::new(PagedDecodeCheck {
-            case: case.clone(),
-            tile: DenseTile {
-                lanes_per_token: 1,
-                tokens_per_group: 3,
-                mma: true,
-                ..small
-            },
-            selection,
-            sm_count: 1,
-        }));
+        // three rounds of two warps a chunk, so chunks and splits end inside warps and pages;
+        // over 64-token pages also one round of three warps, 96-token chunks that start inside
+        // pages (per-token page lookups).
+        let mut mma_tiles = vec![(64, 3)];
+        if case.spec.page_size == 64 {
+            mma_tiles.push((96, 1));
+        }
+        for (threads, tokens_per_group) in mma_tiles {
+            v.push(Box::new(PagedDecodeCheck {
+                case: case.clone(),
+                tile: DenseTile {
+                    threads,
+                    lanes_per_token: 1,
+                    tokens_per_group,
+                    mma: true,
+                    ..small
+                },
+                selection,
+                sm_count: 1,
+            }));
+        }
         v.push(Box::new(PagedDecodeCheck {
             case: case.clone(),
             tile,
@@ -409,31 +418,6 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 132,
         }));
     }
-    // The tensor-core pass over chunks that start inside pages: 96-thread CTAs, one round,
-    // 96-token chunks over 64-token pages (per-token page lookups).
-    let case = mk(
-        1.25,
-        128,
-        1,
-        64,
-        DType::BF16,
-        true,
-        vec![65, 200, 129],
-        KeyData::Normal,
-    );
-    let tile = DenseTile {
-        threads: 96,
-        lanes_per_token: 1,
-        tokens_per_group: 1,
-        mma: true,
-        ..small_tile(&case.spec.decode)
-    };
-    v.push(Box::new(PagedDecodeCheck {
-        case,
-        tile,
-        selection: Selection::Strided(2),
-        sm_count: 1,
-    }));
     // The page lookahead (f16, GQA 1, no ALiBi) with two pages a thread: 64 threads × 32 tokens
     // span 128 pages of 16, over runs of several chunks.
     let case = mk(

@@ -479,8 +479,6 @@ pub fn load_queries(
     kvh: Var,
     q_heads: Var,
 ) -> QueryRegs {
-    let scale = spec.z_scale();
-    let a1 = spec.alpha.value() - 1.0;
     let mut regs = QueryRegs {
         q: Vec::new(),
         mma: None,
@@ -488,15 +486,35 @@ pub fn load_queries(
         full: Vec::new(),
     };
     for g in 0..spec.group {
-        let h = k.let_("h", kvh * spec.group + g);
-        let head = k.let_("qhead", (b * q_heads + h).i64());
-        let row = k.let_("q_row", head * spec.head_dim as i64);
-        let full = QueryRow { q, row, scale };
+        let (full, h) = query_row(k, spec, q, b, kvh, q_heads, g);
         regs.q.push(full.slice(k, lanes.sub * lanes.dims, lanes.dims));
         regs.full.push(full);
-        regs.alibi.push(alibi.map(|s| k.let_("slope", s.at(h) * a1)));
+        regs.alibi.push(slope(k, spec, alibi, h));
     }
     regs
+}
+
+/// Head `g` of the group: its q row (scaled to q' on read) and its query-head index `h`.
+fn query_row(
+    k: &mut KernelBuilder,
+    spec: &DecodeSpec,
+    q: Buf,
+    b: Var,
+    kvh: Var,
+    q_heads: Var,
+    g: u32,
+) -> (QueryRow, Var) {
+    let h = k.let_("h", kvh * spec.group + g);
+    let head = k.let_("qhead", (b * q_heads + h).i64());
+    let row = k.let_("q_row", head * spec.head_dim as i64);
+    let scale = spec.z_scale();
+    (QueryRow { q, row, scale }, h)
+}
+
+/// Query head `h`'s ALiBi slope times (α−1), when the kernel takes slopes.
+fn slope(k: &mut KernelBuilder, spec: &DecodeSpec, alibi: Option<Buf>, h: Var) -> Option<Var> {
+    let a1 = spec.alpha.value() - 1.0;
+    alibi.map(|s| k.let_("slope", s.at(h) * a1))
 }
 
 /// The group's raw q (f16/bf16, unscaled) as the B operand of a warp's `m16n8k16` products
@@ -523,8 +541,6 @@ pub fn load_queries_mma(
     kvh: Var,
     q_heads: Var,
 ) -> QueryRegs {
-    let scale = spec.z_scale();
-    let a1 = spec.alpha.value() - 1.0;
     let d = spec.head_dim;
     let slice = d / 4;
     let lane = k.let_("q_lane", k.lane());
@@ -546,16 +562,17 @@ pub fn load_queries_mma(
         .collect();
     let mut regs = QueryRegs {
         q: Vec::new(),
-        mma: Some(MmaQuery { b: b_frags, scale }),
+        mma: Some(MmaQuery {
+            b: b_frags,
+            scale: spec.z_scale(),
+        }),
         alibi: Vec::new(),
         full: Vec::new(),
     };
     for g in 0..spec.group {
-        let h = k.let_("h", kvh * spec.group + g);
-        let head = k.let_("qhead", (b * q_heads + h).i64());
-        let row = k.let_("q_row", head * spec.head_dim as i64);
-        regs.full.push(QueryRow { q, row, scale });
-        regs.alibi.push(alibi.map(|s| k.let_("slope", s.at(h) * a1)));
+        let (full, h) = query_row(k, spec, q, b, kvh, q_heads, g);
+        regs.full.push(full);
+        regs.alibi.push(slope(k, spec, alibi, h));
     }
     regs
 }
@@ -563,6 +580,23 @@ pub fn load_queries_mma(
 /// Offset (u32) of this lane group's token `r` in its chunk.
 pub fn chunk_offset(lanes: &Lanes, r: u32) -> Expr {
     lanes.tgroup + r * lanes.token_groups
+}
+
+/// A token's entmax-space score from its scaled dot product `dot` (q'·k): plus the ALiBi term
+/// `(α−1)·slope·(t − (len − 1))` when the head has a slope, −∞ when the token is not `valid`.
+fn entmax_score(
+    k: &mut KernelBuilder,
+    src: &TokenSource,
+    slope: Option<Var>,
+    dot: Expr,
+    t: Var,
+    valid: Var,
+) -> Var {
+    let score = match slope {
+        Some(s) => dot + s * (t - (src.seq_len - 1i64)).f32(),
+        None => dot,
+    };
+    k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY)))
 }
 
 /// This lane group's token `r` of the chunk at `c0`: its position (i64), the element offset of
@@ -688,11 +722,7 @@ pub fn score_chunk_mma(
                 select(half1, got[3], got[2]),
                 select(half1, got[1], got[0]),
             ) * mq.scale;
-            let score = match q.alibi[h] {
-                Some(s) => dot + s * (t - (src.seq_len - 1i64)).f32(),
-                None => dot,
-            };
-            zh.push(k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY))));
+            zh.push(entmax_score(k, src, q.alibi[h], dot, t, valid));
         }
         positions.push(t);
     }
@@ -743,12 +773,7 @@ pub fn score_chunk(
                 .collect();
         let dots = k.warp_allreduce_width(&partial, lanes.lanes);
         for (g, dot) in dots.iter().enumerate() {
-            let score = match q.alibi[g] {
-                // (α−1)·slope·(t − (len − 1)), in entmax space like q'.
-                Some(s) => dot.e() + s * (t - (src.seq_len - 1i64)).f32(),
-                None => dot.e(),
-            };
-            z[g].push(k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY))));
+            z[g].push(entmax_score(k, src, q.alibi[g], dot.e(), t, valid));
         }
         positions.push(t);
     }
