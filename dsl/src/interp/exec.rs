@@ -603,10 +603,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                 // Lanes come in whole warps, in order: one product per warp.
                 let mut out: Vec<Vec<u64>> = vec![Vec::with_capacity(n); dst.len()];
                 for w in 0..n / WARP as usize {
-                    let part = |v: &[Vec<u64>]| -> Vec<Vec<u64>> {
-                        v.iter().map(|x| x[w * 32..][..32].to_vec()).collect()
-                    };
-                    let d = ops::mma_warp(ab, &part(&av), &part(&bv), &part(&cv));
+                    let d = ops::mma_warp(ab, &av, &bv, &cv, w * WARP as usize);
                     for (o, di) in out.iter_mut().zip(d) {
                         o.extend(di);
                     }

@@ -474,17 +474,24 @@ pub(crate) fn cast_one(from: Scalar, to: Scalar, r: u64) -> u64 {
 }
 
 /// One warp's `D = A·B + C` of [`crate::ir::Stmt::Mma`]: `a`, `b`, `c` hold each operand
-/// element's 32 lanes (`a[i][lane]`, raw `ab` / f32 bits); returns `d[i][lane]` (f32 bits). The
-/// products are exact in f64 and the sum of 16 of them and C is rounded once to f32 (the
-/// hardware's own order and rounding differ by a few f32 ulps at most).
-pub(crate) fn mma_warp(ab: Scalar, a: &[Vec<u64>], b: &[Vec<u64>], c: &[Vec<u64>]) -> Vec<Vec<u64>> {
+/// element's lanes (`a[i][first + lane]`, raw `ab` / f32 bits), the warp's 32 starting at
+/// `first`; returns `d[i][lane]` (f32 bits). The products are exact in f64 and the sum of 16 of
+/// them and C is rounded once to f32 (the hardware's own order and rounding differ by a few f32
+/// ulps at most).
+pub(crate) fn mma_warp(
+    ab: Scalar,
+    a: &[Vec<u64>],
+    b: &[Vec<u64>],
+    c: &[Vec<u64>],
+    first: usize,
+) -> Vec<Vec<u64>> {
     use crate::mma::{a_coord, b_coord, c_coord, K, M, N};
     let (m, n, kk) = (M as usize, N as usize, K as usize);
     let mut am = vec![0f64; m * kk];
     let mut bm = vec![0f64; kk * n];
     let mut cm = vec![0f64; m * n];
     for lane in 0..32u32 {
-        let l = lane as usize;
+        let l = first + lane as usize;
         for (i, col) in a.iter().enumerate() {
             let (r, q) = a_coord(lane, i);
             am[r as usize * kk + q as usize] = float_of(ab, col[l]) as f64;
