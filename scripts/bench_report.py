@@ -108,7 +108,7 @@ PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target” and “`wide` tiles: longer chunks, one Newton step”",
     "topk": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
     "gaussian": "[perf-notes.md](perf-notes.md), %s and %s" % (SPLIT, SELECT),
-    "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring” and “The 4-bit pass is latency-bound: what helped and what did not”",
+    "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not” and, for `wide`, “Seeded head bounds for the certified pass” (not yet timed)",
     "certified-pruned": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Certified-exact with page pruning” and “Page pruning over slices”",
 }
 

@@ -101,6 +101,13 @@ pub struct DenseTile {
     /// bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mma: bool,
+    /// Certified pass with [`DenseTile::share_bound`] only: each head's shared bound starts at
+    /// an estimate of its threshold from a sample of exact scores, checked after the finish
+    /// and repaired where it was too high (`crate::seed`). Costs three small launches and a
+    /// second pass and finish that return at once unless a pair needs the repair. Tag suffix
+    /// `_seed`; absent from bundles and logs written before it existed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seed: bool,
 }
 
 impl DenseTile {
@@ -134,6 +141,7 @@ impl DenseTile {
             finish_capacity: 4096,
             share_bound: false,
             mma: false,
+            seed: false,
         }
     }
 
@@ -231,6 +239,7 @@ impl DenseTile {
             finish_capacity: 4096,
             share_bound: false,
             mma: false,
+            seed: false,
         }
     }
 
@@ -332,11 +341,12 @@ impl DenseTile {
         (spec.head_dim * spec.kv_dtype.size_bytes() / 16).max(1)
     }
 
-    /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound and `_tc`
-    /// when the dot products run on the tensor cores.
+    /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound, `_tc`
+    /// when the dot products run on the tensor cores and `_seed` when the shared bounds start
+    /// at an estimate.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -346,19 +356,27 @@ impl DenseTile {
             self.finish_threads,
             self.finish_capacity,
             if self.share_bound { "_h" } else { "" },
-            if self.mma { "_tc" } else { "" }
+            if self.mma { "_tc" } else { "" },
+            if self.seed { "_seed" } else { "" }
         )
     }
 
     /// The knobs that belong to one pass: [`DenseTile::share_bound`] is for the warp stream of a
     /// certified pass over a per-token grid (4-bit sketches), at GQA ≤ [`MAX_SHARE_BOUND_GROUP`];
-    /// [`DenseTile::mma`] for the dense and sparse score passes. `certified` says whether the
-    /// tile is the certified pass's.
+    /// [`DenseTile::mma`] for the dense and sparse score passes; [`DenseTile::seed`] needs
+    /// `share_bound` (the estimate is where the shared bounds start). `certified` says whether
+    /// the tile is the certified pass's.
     pub fn check_pass_knobs(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
         if self.mma && certified {
             return Err(SpecError::BadTile {
                 kernel: "decode_certified",
                 reason: "mma (`_tc`) is a tile of the dense and sparse score passes (the certified pass bounds its scores from sketches)".into(),
+            });
+        }
+        if self.seed && !self.share_bound {
+            return Err(SpecError::BadTile {
+                kernel: "decode_certified",
+                reason: "seed (`_seed`) needs share_bound (`_h`): the estimate is where the heads' shared bounds start".into(),
             });
         }
         if !self.share_bound {

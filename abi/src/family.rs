@@ -197,6 +197,13 @@ impl TileConfig {
         }
     }
 
+    /// Whether this tile may serve the rows of `selector`: a seeded certified pass
+    /// ([`crate::DenseTile::seed`]) is a full walk, not the page-pruned walk's
+    /// (`crate::pipeline::decode_calls` refuses it there).
+    pub fn serves(&self, selector: Option<Selector>) -> bool {
+        !(selector == Some(Selector::Pruned) && matches!(self, TileConfig::Dense(t) if t.seed))
+    }
+
     /// Entry names of `family` with this tile: its own pipeline's in launch order, then those
     /// page pruning adds (`page_bounds`, `prune_tau`, `prune_mark`, `select_pruned`,
     /// `select_certified_sel`/`_rest`).
@@ -240,7 +247,11 @@ impl TileConfig {
                     certified_selected_entry(spec, t),
                     certified_rest_entry(spec, t),
                 ];
-                if t.share_bound {
+                if t.seed {
+                    // The estimate starts the shared bounds (no `certified_init`); launched
+                    // around the pass, listed last.
+                    e.extend(crate::seed::seed_entry_names(spec, t));
+                } else if t.share_bound {
                     // Launched first (it resets the heads' shared bounds), listed last.
                     e.push(certified_init_entry(spec, t));
                 }
@@ -322,6 +333,88 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("share_bound"), "{err}");
+    }
+
+    /// A seeded tile (`crate::seed`) needs shared bounds; its entries end with the three seed
+    /// kernels (no `certified_init`); its step runs the pass and finish twice, the second time
+    /// gated (1) and from `repair_bound`; it serves the full walk only.
+    #[test]
+    fn seeded_certified_plan() {
+        use crate::pipeline::{decode_calls, ArgRef, DecodeKind};
+        let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(), 16, false, 4).unwrap();
+        let f = KernelFamily::DecodeCertified;
+        let TileConfig::Dense(def) = f.default_tile(&s4) else {
+            unreachable!()
+        };
+        let unshared = DenseTile { seed: true, ..def };
+        let err = TileConfig::Dense(unshared).check(f, &s4).unwrap_err().to_string();
+        assert!(err.contains("seed") && err.contains("share_bound"), "{err}");
+        let seeded = DenseTile {
+            share_bound: true,
+            seed: true,
+            ..def
+        };
+        let tile = TileConfig::Dense(seeded);
+        let e = tile.entries(f, &s4).unwrap();
+        assert!(!e.iter().any(|e| e.starts_with("certified_init")));
+        let tail: Vec<&str> = e[e.len() - 3..]
+            .iter()
+            .map(|e| e.split("__").next().unwrap())
+            .collect();
+        assert_eq!(
+            tail,
+            ["certified_seed_scores", "certified_seed", "certified_verify"]
+        );
+        assert!(e.iter().all(|e| e.ends_with("_h_seed")), "{e:?}");
+        assert!(tile.serves(None) && !tile.serves(Some(Selector::Pruned)));
+        assert!(f.default_tile(&s4).serves(Some(Selector::Pruned)));
+
+        let shape = crate::PagedShape {
+            batch: 2,
+            kv_heads: 3,
+            max_pages: 100,
+            num_pages: 200,
+        };
+        let plan = decode_calls(DecodeKind::Certified, &s4, &seeded, &shape, 1600, 4).unwrap();
+        let kinds: Vec<&str> = plan
+            .calls
+            .iter()
+            .map(|c| c.entry.split("__").next().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "certified_seed_scores",
+                "certified_seed",
+                "select_certified",
+                "decode_certified",
+                "certified_verify",
+                "select_certified",
+                "decode_certified"
+            ]
+        );
+        let gate = |args: &[ArgRef]| {
+            let at = args.iter().position(|a| *a == ArgRef::buf("repair")).unwrap();
+            args[at + 1].clone()
+        };
+        for (first, second) in [(2, 5), (3, 6)] {
+            assert_eq!(gate(&plan.calls[first].args), ArgRef::I32(0));
+            assert_eq!(gate(&plan.calls[second].args), ArgRef::I32(1));
+            assert_eq!(plan.calls[first].args.len(), plan.calls[second].args.len());
+        }
+        assert!(plan.calls[2].args.contains(&ArgRef::buf("head_bound")));
+        assert!(plan.calls[5].args.contains(&ArgRef::buf("repair_bound")));
+        assert!(!plan.calls[5].args.contains(&ArgRef::buf("head_bound")));
+        // 1600 tokens: 25 samples a head; 2 × 3 × 2 heads; 2 × 3 pairs.
+        let len = |name: &str| plan.buffers.iter().find(|b| b.name == name).unwrap().len;
+        assert_eq!(len("seed_z"), 12 * 25);
+        assert_eq!((len("seed"), len("repair_bound"), len("repair")), (12, 12, 6));
+        assert_eq!(plan.calls[0].geometry.grid, [1, 3, 2]);
+        assert_eq!(plan.calls[1].geometry.grid, [6, 2, 1]);
+        let err = decode_calls(DecodeKind::CertifiedSelected, &s4, &seeded, &shape, 1600, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("seed"), "{err}");
     }
 
     #[test]

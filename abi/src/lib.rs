@@ -12,6 +12,7 @@ pub mod geometry;
 pub mod meta;
 pub mod paged;
 pub mod pipeline;
+pub mod seed;
 pub mod signature;
 pub mod spec;
 pub mod topk;

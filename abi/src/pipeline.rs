@@ -15,6 +15,7 @@ use crate::gaussian::{
     GaussianParams, MomentsTile,
 };
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
+use crate::seed::{seed_entry_names, seed_samples, SEED_THREADS};
 use crate::signature::Elem;
 use crate::topk::{
     page_bounds_entry, page_bounds_geometry, page_bounds_heads, page_score_box_entry,
@@ -228,7 +229,16 @@ pub fn decode_calls(
     let segments = segments_per_split(kind, spec, tile);
     let plan = split_plan_segmented(tile, &dshape, sm_count, kind.split_policy(), segments)?;
     let ws = dense_workspace_segmented(ds, &dshape, &plan, segments);
-    let buffers = decode_buffers(kind, spec, tile, shape.batch, shape.kv_heads, &ws);
+    if tile.seed && kind == DecodeKind::CertifiedSelected {
+        return Err(SpecError::BadTile {
+            kernel: "decode_certified",
+            reason:
+                "seed (`_seed`) is a tile of the full walk; the page-pruned walk's row takes tiles without it"
+                    .into(),
+        });
+    }
+    let samples = seed_samples(dshape.n);
+    let buffers = decode_buffers(kind, spec, tile, shape.batch, shape.kv_heads, &ws, samples);
     let alibi: Vec<ArgRef> = if spec.alibi {
         vec![buf("alibi_slopes")]
     } else {
@@ -295,6 +305,10 @@ pub fn decode_calls(
             if tile.share_bound {
                 a1.push(buf("head_bound"));
             }
+            if tile.seed {
+                // The first pass: every CTA walks (gate 0).
+                a1.extend([buf("repair"), ArgRef::I32(0)]);
+            }
             a1.extend([mp.clone(), chunks]);
             let mut a2 = vec![
                 buf("q"),
@@ -315,19 +329,21 @@ pub fn decode_calls(
                 buf("support"),
                 buf("kept"),
             ]);
+            if tile.seed {
+                a2.extend([buf("repair"), ArgRef::I32(0)]);
+            }
             (select, decode, a1, a2)
         }
     };
     a2.extend(tail);
     let mut calls = Vec::new();
-    if tile.share_bound {
+    let heads = shape.batch as u64 * shape.kv_heads as u64 * ds.group as u64;
+    if tile.seed {
+        calls.extend(seed_calls(spec, tile, shape, samples)?);
+    } else if tile.share_bound {
         // Every head's shared bound starts at −∞: the score pass's CTAs raise it with bounds
         // on this step's threshold only (a workspace holds anything between steps).
-        let heads = shape.batch as u64 * shape.kv_heads as u64 * ds.group as u64;
-        let heads = u32::try_from(heads)
-            .ok()
-            .filter(|&h| h <= i32::MAX as u32)
-            .ok_or_else(|| SpecError::BadShape(format!("{heads} query heads a step (at most 2^31 − 1)")))?;
+        let heads = heads_i32(heads)?;
         calls.push(CallPlan {
             entry: certified_init_entry(spec, tile),
             geometry: LaunchGeometry::cover(heads, CERTIFIED_INIT_THREADS),
@@ -345,16 +361,116 @@ pub fn decode_calls(
         });
     }
     calls.push(CallPlan {
-        entry: score,
+        entry: score.clone(),
         geometry: score_geom,
-        args: a1,
+        args: a1.clone(),
     });
     calls.push(CallPlan {
-        entry: finish,
+        entry: finish.clone(),
         geometry: finish_geom,
-        args: a2,
+        args: a2.clone(),
     });
+    if tile.seed {
+        // Check every head's estimate against its threshold, then repair the flagged pairs:
+        // the same pass from −∞ (`repair_bound`) and the same finish, gated (1) on `repair`.
+        let [_, _, verify] = seed_entry_names(spec, tile);
+        calls.push(CallPlan {
+            entry: verify,
+            geometry: LaunchGeometry::cover(heads_i32(heads)?, SEED_THREADS),
+            args: vec![
+                buf("tau"),
+                buf("seed"),
+                buf("repair"),
+                ArgRef::I32(heads_i32(heads)? as i32),
+            ],
+        });
+        let gated = |args: Vec<ArgRef>| -> Vec<ArgRef> {
+            let gate = args
+                .iter()
+                .position(|a| *a == buf("repair"))
+                .expect("seeded calls pass `repair`")
+                + 1;
+            args.into_iter()
+                .enumerate()
+                .map(|(i, a)| match a {
+                    _ if i == gate => ArgRef::I32(1),
+                    ArgRef::Buf(b) if b == "head_bound" => buf("repair_bound"),
+                    a => a,
+                })
+                .collect()
+        };
+        calls.push(CallPlan {
+            entry: score,
+            geometry: score_geom,
+            args: gated(a1),
+        });
+        calls.push(CallPlan {
+            entry: finish,
+            geometry: finish_geom,
+            args: gated(a2),
+        });
+    }
     Ok(PipelinePlan { calls, buffers })
+}
+
+/// Query heads a step as the i32 the init kernels take.
+fn heads_i32(heads: u64) -> Result<u32, SpecError> {
+    u32::try_from(heads)
+        .ok()
+        .filter(|&h| h <= i32::MAX as u32)
+        .ok_or_else(|| SpecError::BadShape(format!("{heads} query heads a step (at most 2^31 − 1)")))
+}
+
+/// The seeded pass's first launches (`crate::seed`): exact scores of every head's samples
+/// (grid (sample blocks, KV heads, batch)), then one CTA a head turns them into the estimate,
+/// which starts `head_bound`, and resets `repair_bound` and `repair`.
+fn seed_calls(
+    spec: &PagedSpec,
+    tile: &DenseTile,
+    shape: &PagedShape,
+    samples: u64,
+) -> Result<Vec<CallPlan>, SpecError> {
+    let [scores, estimate, _] = seed_entry_names(spec, tile);
+    let samples_i32 = i32::try_from(samples)
+        .map_err(|_| SpecError::BadShape(format!("{samples} seed samples a head (at most 2^31 − 1)")))?;
+    let blocks = u32::try_from(samples.div_ceil(SEED_THREADS as u64)).expect("samples fit i32");
+    let mut score_args = vec![buf("q"), buf("k_pool"), buf("block_table"), buf("seq_lens")];
+    if spec.alibi {
+        score_args.push(buf("alibi_slopes"));
+    }
+    score_args.extend([
+        buf("seed_z"),
+        ArgRef::I32(samples_i32),
+        ArgRef::I32(shape.max_pages as i32),
+    ]);
+    Ok(vec![
+        CallPlan {
+            entry: scores,
+            geometry: LaunchGeometry {
+                grid: [blocks, shape.kv_heads, shape.batch],
+                block: SEED_THREADS,
+                shared_bytes: 0,
+            },
+            args: score_args,
+        },
+        CallPlan {
+            entry: estimate,
+            geometry: LaunchGeometry {
+                grid: [shape.kv_heads * spec.decode.group, shape.batch, 1],
+                block: SEED_THREADS,
+                shared_bytes: 0,
+            },
+            args: vec![
+                buf("seq_lens"),
+                buf("seed_z"),
+                buf("seed"),
+                buf("head_bound"),
+                buf("repair_bound"),
+                buf("repair"),
+                ArgRef::I32(samples_i32),
+            ],
+        },
+    ])
 }
 
 /// The workspace and outputs of one decode with workspace `ws`.
@@ -365,6 +481,7 @@ fn decode_buffers(
     batch: u32,
     kv_heads: u32,
     ws: &DenseWorkspace,
+    seed_samples: u64,
 ) -> Vec<BufferSpec> {
     let ds = &spec.decode;
     let heads = batch as u64 * kv_heads as u64 * ds.group as u64;
@@ -389,6 +506,18 @@ fn decode_buffers(
                 // Per query head, the best bound on its threshold any CTA has found (the f32's
                 // order-preserving i32), shared by every split of the head.
                 buffers.push(BufferSpec::new("head_bound", Elem::I32, heads));
+            }
+            if tile.seed {
+                // Samples' exact scores, the estimate, the repair's own shared bounds and the
+                // per-pair repair flags (`crate::seed`).
+                buffers.push(BufferSpec::new("seed_z", Elem::F32, heads * seed_samples));
+                buffers.push(BufferSpec::new("seed", Elem::F32, heads));
+                buffers.push(BufferSpec::new("repair_bound", Elem::I32, heads));
+                buffers.push(BufferSpec::new(
+                    "repair",
+                    Elem::I32,
+                    batch as u64 * kv_heads as u64,
+                ));
             }
         }
     }
@@ -417,7 +546,15 @@ pub fn decode_buffers_bound(
         kind.split_policy(),
         segments_per_split(kind, spec, tile),
     )?;
-    Ok(decode_buffers(kind, spec, tile, max_batch, kv_heads, &ws))
+    Ok(decode_buffers(
+        kind,
+        spec,
+        tile,
+        max_batch,
+        kv_heads,
+        &ws,
+        seed_samples(max_tokens.max(1)),
+    ))
 }
 
 fn meta_buffers(spec: &PagedSpec, shape: &PagedShape) -> Vec<BufferSpec> {

@@ -50,6 +50,7 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         finish_capacity: v[7],
         share_bound: false,
         mma,
+        seed: false,
     };
     t.check(spec)?;
     Ok(t)

@@ -30,14 +30,16 @@ pub use writer::{BundleMeta, BundleWriter};
 /// 4-bit sketch grid, 4 the certified tiles' optional `share_bound` and the `pruned` selector,
 /// 5 the page box sketch (`page_meta` writes `meta_box`, `page_bounds` reads it), 6 several KV
 /// heads a `page_bounds` block (its `heads_log2` argument), 7 the dense tiles' optional `mma`
-/// (tensor-core score passes; a schema-6 reader would drop it and fail the digest).
-pub const SCHEMA_VERSION: u32 = 7;
+/// (tensor-core score passes; a schema-6 reader would drop it and fail the digest), 8 the
+/// certified tiles' optional `seed` (a seeded row's pass and finish take `repair, gate`, and its
+/// entries add `certified_seed_scores`, `certified_seed`, `certified_verify`).
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild. Schema 6 differs from 7 only by the absent `mma` (false):
-/// its kernels are today's.
+/// refused with a request to rebuild. Schemas 6 and 7 differ from 8 only by the absent `mma`
+/// and `seed` (false): their kernels are today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.
@@ -387,8 +389,12 @@ impl Bundle {
                 .iter()
                 .filter(|r| r.family == family && r.spec == tag)
         };
+        // A row of another selector's may stand in only with a tile that serves this one (a
+        // seeded certified row is a full walk: not the page-pruned walk's).
         let tuned_for = |s: Option<Selector>| {
-            rows().filter(move |r| matches!(r.source, RowSource::Tuned { .. }) && r.selector == s)
+            rows().filter(move |r| {
+                matches!(r.source, RowSource::Tuned { .. }) && r.selector == s && r.tile.serves(selector)
+            })
         };
         let own = if selector.is_some() && tuned_for(selector).next().is_some() {
             selector

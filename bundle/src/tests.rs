@@ -261,10 +261,10 @@ fn other_schema_versions_are_refused() {
         let t = TempDir::new("schema");
         bundle().write_dir(&t.0).unwrap();
         if update_digest {
-            edit_manifest(&t.0, |m| m.schema_version = 8);
+            edit_manifest(&t.0, |m| m.schema_version = SCHEMA_VERSION + 1);
         } else {
             let mut v = read_manifest_json(&t.0);
-            v["manifest"]["schema_version"] = serde_json::json!(8);
+            v["manifest"]["schema_version"] = serde_json::json!(SCHEMA_VERSION + 1);
             write_manifest_json(&t.0, &v);
         }
         let e = Bundle::open(&t.0).unwrap_err();
@@ -272,14 +272,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 8,
-                    supported: 7
+                    found: 9,
+                    supported: 8
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 8") && e.to_string().contains("versions 6–7"),
+            e.to_string().contains("schema version 9") && e.to_string().contains("versions 6–8"),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -288,14 +288,14 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 9, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 10, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
-            found: 9,
-            supported: 7
+            found: 10,
+            supported: 8
         }
     ));
     // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
@@ -314,13 +314,17 @@ fn other_schema_versions_are_refused() {
 }
 
 /// A tuned certified row may share head bounds (its tile carries `share_bound`, its entries end
-/// with `certified_init`) or serve the pruned walk (`selector: pruned`); both read back as
-/// written and resolve for their walk.
+/// with `certified_init`), seed them (a full walk only) or serve the pruned walk (`selector:
+/// pruned`); each reads back as written and resolves for its walk.
 #[test]
 fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
     let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
     let f = KernelFamily::DecodeCertified;
-    let build = |share: bool| {
+    let TileConfig::Dense(def) = f.default_tile(&s4) else {
+        unreachable!()
+    };
+    // Every family's default row, and a tuned certified row at `tuned` if given.
+    let build_with = |tuned: Option<DenseTile>| {
         let mut w = BundleWriter::new(meta());
         w.add_spec(s4);
         for fam in KernelFamily::ALL {
@@ -329,14 +333,8 @@ fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
                 .unwrap();
             w.add_row(default_row(fam, &s4));
         }
-        if share {
-            let TileConfig::Dense(t) = f.default_tile(&s4) else {
-                unreachable!()
-            };
-            let tile = TileConfig::Dense(DenseTile {
-                share_bound: true,
-                ..t
-            });
+        if let Some(t) = tuned {
+            let tile = TileConfig::Dense(t);
             let entries = tile.entries(f, &s4).unwrap();
             let module = format!("{}__{}__{}.ptx", f.name(), s4.sketch_tag(), tile.tag());
             w.add_module(&module, fake_ptx(&entries), entries.clone())
@@ -350,6 +348,12 @@ fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
         }
         w.finish().unwrap()
     };
+    let build = |share: bool| {
+        build_with(share.then_some(DenseTile {
+            share_bound: true,
+            ..def
+        }))
+    };
     for share in [false, true] {
         let t = TempDir::new("shared");
         build(share).write_dir(&t.0).unwrap();
@@ -360,6 +364,23 @@ fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
             .iter()
             .any(|r| r.entries.iter().any(|e| e.starts_with("certified_init")));
         assert_eq!(init, share);
+    }
+    // A seeded full-walk row (`entkv_abi::seed`) never stands in for the pruned walk's: with
+    // no pruned rows tuned, the pruned walk takes the default row, the full walk the seeded one.
+    {
+        let seeded = DenseTile {
+            share_bound: true,
+            seed: true,
+            ..def
+        };
+        let tile = TileConfig::Dense(seeded);
+        let t = TempDir::new("seeded");
+        build_with(Some(seeded)).write_dir(&t.0).unwrap();
+        let b = Bundle::open(&t.0).unwrap();
+        assert_eq!(b.resolve(f, &s4, 1000, None).unwrap().row.tile, tile);
+        let pruned = b.resolve(f, &s4, 1000, Some(Selector::Pruned)).unwrap();
+        assert_eq!(pruned.tier, Tier::Default);
+        assert_ne!(pruned.row.tile, tile);
     }
     let t = TempDir::new("pruned");
     let mut w = writer_with(&[]);
@@ -408,7 +429,7 @@ fn tensor_core_rows_and_schema_6() {
         .unwrap()
         .contains("\"mma\": true"));
     let b = Bundle::open(&t.0).unwrap();
-    assert_eq!(b.manifest().schema_version, 7);
+    assert_eq!(b.manifest().schema_version, SCHEMA_VERSION);
     assert_eq!(b.resolve(f, &s, 1000, None).unwrap().row.tile, tile);
     // What a schema-6 reader would re-serialize: the field gone, the digest no longer matches.
     let mut v = read_manifest_json(&t.0);

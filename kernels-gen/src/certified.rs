@@ -28,9 +28,7 @@
 //!    the candidates are exact already: `τ_lb` is `τ`, and the rescoring and second solve are
 //!    skipped.
 
-use crate::finish::{
-    gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source, SOLVE_REL_TOL,
-};
+use crate::finish::{gather, solve_tau, solver_cut, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::page_meta;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
@@ -76,10 +74,17 @@ pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelG
     Ok(k.finish()?)
 }
 
-/// The kernels a tile adds to the certified family's: [`init_kernel`] when its splits share
+/// The kernels a tile adds to the certified family's: the seed's three (`crate::seed`) when
+/// its shared head bounds start at an estimate, else [`init_kernel`] when its splits share
 /// head bounds, none otherwise.
 pub fn tile_extra_kernels(spec: &PagedSpec, tile: &DenseTile) -> Result<Vec<Kernel>, KernelGenError> {
-    if tile.share_bound {
+    if tile.seed {
+        Ok(vec![
+            crate::seed::scores_kernel(spec, tile)?,
+            crate::seed::estimate_kernel(spec, tile)?,
+            crate::seed::verify_kernel(spec, tile)?,
+        ])
+    } else if tile.share_bound {
         Ok(vec![init_kernel(spec, tile)?])
     } else {
         Ok(Vec::new())
@@ -195,6 +200,13 @@ fn score_pass(
     let head_bound = tile
         .share_bound
         .then(|| k.buffer("head_bound", Scalar::I32, Access::ReadWrite));
+    // A seeded full walk runs twice a step (`entkv_abi::seed`): first every CTA (gate 0), then
+    // those of the pairs `certified_verify` flagged (gate 1).
+    let seeded = tile.seed && walk_kind == Walk::Full;
+    let repair_gate = seeded.then(|| {
+        let flags = k.buffer("repair", Scalar::I32, Access::Read);
+        (flags, k.scalar_param("gate", Scalar::I32))
+    });
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
     let chunks_param = k.scalar_param("chunks_per_split", Scalar::I32);
     let chunks = k.let_("chunks", chunks_param);
@@ -224,6 +236,13 @@ fn score_pass(
         let takes = selected_walk_takes(kept, pages.i32());
         k.let_("walks_row", if selected { takes } else { takes.not() })
     });
+    let walk_gate = match repair_gate {
+        Some((flags, gate)) => {
+            let flagged = flags.at(b.i64() * kv_heads.i64() + kvh.i64()).ne_(0i32);
+            Some(k.let_("walks_pair", gate.eq_(0i32).or(flagged)))
+        }
+        None => walk_gate,
+    };
     let lanes = Lanes::new(&mut k, ds, tile);
     let owner = k.let_("owner", lanes.sub.eq_(0u32));
     let qr = load_queries(&mut k, ds, &lanes, q, slopes, b, kvh, q_heads);
@@ -256,6 +275,7 @@ fn score_pass(
         let global = head_bound.map(|buf| HeadBounds {
             buf,
             first: k.let_("head_at", (b * q_heads + kvh * ds.group).i64()),
+            seeded,
         });
         Streams::Warp(WarpStream::new(
             &mut k, ds, tile, bufs, &seg_index, split_len, global,
@@ -1276,6 +1296,12 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         k.buffer("support", Scalar::I32, Access::Write),
         k.buffer("kept", Scalar::I32, Access::Write),
     );
+    // A seeded tile's finish runs twice a step, as its pass does: every head (gate 0), then
+    // the heads of the flagged pairs (gate 1).
+    let repair_gate = tile.seed.then(|| {
+        let flags = k.buffer("repair", Scalar::I32, Access::Read);
+        (flags, k.scalar_param("gate", Scalar::I32))
+    });
     let splits = k.scalar_param("splits", Scalar::I32);
     let split_len = k.scalar_param("split_len", Scalar::I64);
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
@@ -1329,94 +1355,104 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         (qs, slope)
     };
 
-    let g = gather(
-        &mut k,
-        inputs,
-        head,
-        splits,
-        split_len,
-        tile.finish_capacity,
-        scratch.red_i,
-    );
-    let outs = OutputBufs {
-        out: outs_b.0,
-        tau: outs_b.1,
-        support: outs_b.2,
-        head,
-    };
-    let kept_out = outs_b.3;
-    let run = |k: &mut KernelBuilder, src: &Source| {
-        let lb_store = src.scores();
-        // 1. τ_lb, the threshold of the lower bounds (≤ τ).
-        let tau_lb = solve_tau(k, ds, src, g.bound, scratch.red);
-        // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
-        //    leaves the active set.
-        let cut = k.let_("cut", tau_lb - tau_lb.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL));
-        let (tau, kept_total) = if exact {
-            // Only the count of what clears the cut, for `kept`.
-            let mine = k.let_typed("kept_mine", Scalar::I32, 0);
-            src.for_each(k, tid.e(), threads, &|k, c| {
-                k.assign(mine, mine + select(c.ub.gt(cut), 1i32, 0i32))
-            });
-            (tau_lb, k.block_allreduce(Reduce::Sum, mine, scratch.red_i))
-        } else {
-            // Only the kept candidates load K rows: the others leave the active set here, and the
-            // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
-            // (each round's lane reduction runs with the whole warp).
-            let kept_total = src.for_each_where(
-                k,
-                scratch.list,
-                scratch.red_i,
-                rg.e(),
-                row_groups,
-                &|k, at, c| {
-                    let keep = k.let_("keep", c.ub.gt(cut));
-                    k.if_(keep.not(), |k| k.store(lb_store, at, f32c(f64::NEG_INFINITY)));
-                    keep.e()
-                },
-                &|k, i, inside| {
-                    let at = src.element(k, i.e());
-                    let at = k.let_("k_at", at);
-                    let idx = src.read_idx_at(k, at.e());
-                    let row = rows.row(k, idx.i64());
-                    let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
-                    k.if_(inside, |k| {
-                        for (j, v) in k
-                            .load_vec("k", keys, row + (rl * dims).i64(), dims)
-                            .into_iter()
-                            .enumerate()
-                        {
-                            k.assign(kvals[j], v);
-                        }
-                    });
-                    let dot = kvals
-                        .iter()
-                        .zip(&qs)
-                        .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
-                    let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
-                    let alibi = match slope {
-                        Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
-                        None => f32c(0.0),
-                    };
-                    k.if_(inside.and(rl.eq_(0u32)), |k| {
-                        k.store(lb_store, at, dots[0] + alibi)
-                    });
-                },
-            );
-            // 3. τ over the kept set (which holds the support), starting from τ_lb ≤ τ.
-            (solve_tau(k, ds, src, tau_lb, scratch.red), kept_total)
+    let body = |k: &mut KernelBuilder| {
+        let g = gather(
+            k,
+            inputs,
+            head,
+            splits,
+            split_len,
+            tile.finish_capacity,
+            scratch.red_i,
+        );
+        let outs = OutputBufs {
+            out: outs_b.0,
+            tau: outs_b.1,
+            support: outs_b.2,
+            head,
         };
-        write_output(k, ds, src, tau, values, &rows, outs, &scratch);
-        let tid0 = k.thread_idx().eq_(0u32);
-        k.if_(tid0, |k| k.store(kept_out, head, kept_total));
+        let kept_out = outs_b.3;
+        let run = |k: &mut KernelBuilder, src: &Source| {
+            let lb_store = src.scores();
+            // 1. τ_lb, the threshold of the lower bounds (≤ τ).
+            let tau_lb = solve_tau(k, ds, src, g.bound, scratch.red);
+            // 2. Keep what can clear it (less the solver's tolerance), rescoring exactly; the rest
+            //    leaves the active set.
+            let cut = k.let_("cut", solver_cut(tau_lb.e()));
+            let (tau, kept_total) = if exact {
+                // Only the count of what clears the cut, for `kept`.
+                let mine = k.let_typed("kept_mine", Scalar::I32, 0);
+                src.for_each(k, tid.e(), threads, &|k, c| {
+                    k.assign(mine, mine + select(c.ub.gt(cut), 1i32, 0i32))
+                });
+                (tau_lb, k.block_allreduce(Reduce::Sum, mine, scratch.red_i))
+            } else {
+                // Only the kept candidates load K rows: the others leave the active set here, and the
+                // kept ones (a few of them) are compacted, then rescored in rounds of `row_groups`
+                // (each round's lane reduction runs with the whole warp).
+                let kept_total = src.for_each_where(
+                    k,
+                    scratch.list,
+                    scratch.red_i,
+                    rg.e(),
+                    row_groups,
+                    &|k, at, c| {
+                        let keep = k.let_("keep", c.ub.gt(cut));
+                        k.if_(keep.not(), |k| k.store(lb_store, at, f32c(f64::NEG_INFINITY)));
+                        keep.e()
+                    },
+                    &|k, i, inside| {
+                        let at = src.element(k, i.e());
+                        let at = k.let_("k_at", at);
+                        let idx = src.read_idx_at(k, at.e());
+                        let row = rows.row(k, idx.i64());
+                        let kvals: Vec<Var> = (0..dims).map(|_| k.let_typed("kr", keys.elem, 0.0)).collect();
+                        k.if_(inside, |k| {
+                            for (j, v) in k
+                                .load_vec("k", keys, row + (rl * dims).i64(), dims)
+                                .into_iter()
+                                .enumerate()
+                            {
+                                k.assign(kvals[j], v);
+                            }
+                        });
+                        let dot = kvals
+                            .iter()
+                            .zip(&qs)
+                            .fold(f32c(0.0), |a, (kx, qx)| fma(*qx, kx.f32(), a));
+                        let dots = k.warp_allreduce_width(&[(Reduce::Sum, dot)], row_lanes);
+                        let alibi = match slope {
+                            Some(s) => s * (idx.i64() - (rows.seq_len - 1i64)).f32(),
+                            None => f32c(0.0),
+                        };
+                        k.if_(inside.and(rl.eq_(0u32)), |k| {
+                            k.store(lb_store, at, dots[0] + alibi)
+                        });
+                    },
+                );
+                // 3. τ over the kept set (which holds the support), starting from τ_lb ≤ τ.
+                (solve_tau(k, ds, src, tau_lb, scratch.red), kept_total)
+            };
+            write_output(k, ds, src, tau, values, &rows, outs, &scratch);
+            let tid0 = k.thread_idx().eq_(0u32);
+            k.if_(tid0, |k| k.store(kept_out, head, kept_total));
+        };
+        k.if_else(
+            g.total.le(g.capacity as i32),
+            |k| {
+                g.stage(k);
+                run(k, &g.staged);
+            },
+            |k| run(k, &g.global),
+        )
     };
-    k.if_else(
-        g.total.le(g.capacity as i32),
-        |k| {
-            g.stage(k);
-            run(k, &g.staged);
-        },
-        |k| run(k, &g.global),
-    );
+    match repair_gate {
+        Some((flags, gate)) => {
+            let flagged = flags.at(b.i64() * kv_heads.i64() + kvh.i64()).ne_(0i32);
+            let runs = k.let_("runs_head", gate.eq_(0i32).or(flagged));
+            k.if_(runs, body);
+        }
+        None => body(&mut k),
+    }
     Ok(k.finish()?)
 }

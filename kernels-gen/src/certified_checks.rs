@@ -574,6 +574,68 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
                 }));
             }
         }
+        // The seeded full walk (`entkv_abi::seed`) on the small tile, where the group shares
+        // head bounds; sequences under ~1k tokens take no seed and run as `_h`.
+        let seeded = DenseTile {
+            share_bound: true,
+            seed: true,
+            ..small
+        };
+        if case.spec.sketch_token_grid() && seeded.check_pass_knobs(true, &case.spec).is_ok() {
+            v.push(Box::new(CertifiedCheck {
+                case: case.clone(),
+                tile: seeded,
+                sm_count: 1,
+                pruned: false,
+            }));
+        }
     }
+    v.extend(
+        seed_decoy_checks()
+            .into_iter()
+            .map(|c| Box::new(c) as Box<dyn KernelCheck>),
+    );
     v
+}
+
+/// The seeded pass on keys whose samples overstate the scores ([`KeyData::SeedDecoy`]): the
+/// estimate passes τ, `certified_verify` flags the pairs, and the repair launches must
+/// restore the exact output (`kernels-gen/tests/certified.rs` shows the first pass alone
+/// would not). GQA 1 and 2, f16 and bf16, ALiBi, a sequence too short to seed beside a long one.
+pub fn seed_decoy_checks() -> Vec<CertifiedCheck> {
+    let case = |alpha: f64, g: u32, dtype: DType, alibi: bool, lens: Vec<u32>| {
+        let decode = DecodeSpec::new(alpha, 32, g, dtype).expect("spec");
+        PagedCase {
+            spec: PagedSpec::new(decode, 16, alibi, 4).expect("paged spec"),
+            kv_heads: 2,
+            seq_lens: lens,
+            seed: 77 + g as u64,
+            data: KeyData::SeedDecoy,
+            spare_pages: 2,
+        }
+    };
+    [
+        case(1.5, 1, DType::F16, false, vec![2000, 300]),
+        case(2.0, 2, DType::BF16, true, vec![1500]),
+    ]
+    .into_iter()
+    .map(|case| {
+        let tile = DenseTile {
+            threads: 64,
+            tokens_per_group: 2,
+            score_min_blocks: 1,
+            finish_threads: 64,
+            finish_capacity: 64,
+            share_bound: true,
+            seed: true,
+            ..DenseTile::default_certified(&case.spec)
+        };
+        CertifiedCheck {
+            case,
+            tile,
+            sm_count: 1,
+            pruned: false,
+        }
+    })
+    .collect()
 }

@@ -12,6 +12,12 @@ pub const MAX_SOLVE_ITERS: u32 = 60;
 /// Relative step below which the threshold is converged (a few f32 ulps).
 pub const SOLVE_REL_TOL: f64 = 4.0 * f32::EPSILON as f64;
 
+/// What a solved threshold `tau` certainly lies above: `tau` less twice the solver's tolerance.
+/// Tokens at or below it cannot be in the support.
+pub fn solver_cut(tau: Expr) -> Expr {
+    tau.clone() - tau.abs().max(1.0f32) * (2.0 * SOLVE_REL_TOL)
+}
+
 /// Maps a flat candidate index to its workspace element (the offsets of the head's splits live
 /// in shared memory).
 #[derive(Clone, Copy)]

@@ -25,6 +25,7 @@ pub mod program;
 pub mod prune;
 pub mod prune_checks;
 pub mod reference;
+pub mod seed;
 pub mod stream;
 pub mod suite;
 pub mod tokens;

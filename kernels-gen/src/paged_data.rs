@@ -6,6 +6,7 @@
 
 use crate::data::{normal, round_to, Tensor};
 use crate::reference::{attend, DecodeReference};
+use entkv_abi::seed::{seed_position, SEED_STRIDE};
 use entkv_abi::{sketch_levels, sketch_step, PagedShape, PagedSpec};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -53,6 +54,12 @@ pub enum KeyData {
     /// integer query weights meets a high code: a code rounded inward or a weight rounded the
     /// wrong way shows as a token scoring outside its page's bounds.
     BoxCorner,
+    /// A decoy for the seeded certified pass (`entkv_abi::seed`): the tokens its samples read
+    /// (`seed_position`) point along the group's first query (norm 4, z ≈ 4(α−1)), and the
+    /// token after each a little less (3.8): the samples over-represent high scores, so the
+    /// estimate passes τ, the first pass drops support (the 3.8s), and only the repair gets
+    /// the output right. Everything else is iid N(0, 1).
+    SeedDecoy,
 }
 
 #[derive(Clone, Debug)]
@@ -196,6 +203,22 @@ impl PagedCase {
                 let t = len / 2;
                 for (x, qx) in k[t * d..][..d].iter_mut().zip(q) {
                     *x = 12.0 * qx / norm * (d as f64).sqrt();
+                }
+            }
+            KeyData::SeedDecoy => {
+                let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
+                let sampled = |t: usize| seed_position(t as u64 / SEED_STRIDE as u64) == t as u64;
+                for t in 0..len {
+                    let scale = if sampled(t) {
+                        4.0
+                    } else if t > 0 && sampled(t - 1) {
+                        3.8
+                    } else {
+                        continue;
+                    };
+                    for (x, qx) in k[t * d..][..d].iter_mut().zip(q) {
+                        *x = scale * qx / norm;
+                    }
                 }
             }
             KeyData::Extreme => k.iter_mut().for_each(|x| *x *= 300.0),

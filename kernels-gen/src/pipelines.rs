@@ -97,7 +97,14 @@ pub fn certified_bounds_pipeline(
     sm_count: u32,
 ) -> Result<Pipeline, KernelGenError> {
     let mut plan = decode_calls(DecodeKind::Certified, spec, tile, shape, max_tokens, sm_count)?;
-    plan.calls.pop(); // the finish pass
+    // Up to the first score pass: what comes after reads or repairs its candidates.
+    let (select, _) = entkv_abi::pipeline::certified_entry_names(spec, tile);
+    let first_pass = plan
+        .calls
+        .iter()
+        .position(|c| c.entry == select)
+        .expect("a score pass");
+    plan.calls.truncate(first_pass + 1);
     let pass = plan.calls.last_mut().expect("a score pass");
     pass.entry = certified::unrefined_entry(spec, tile);
     let mut kernels = vec![certified::unrefined_select_kernel(spec, tile)?];

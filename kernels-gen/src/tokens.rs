@@ -512,7 +512,7 @@ fn query_row(
 }
 
 /// Query head `h`'s ALiBi slope times (α−1), when the kernel takes slopes.
-fn slope(k: &mut KernelBuilder, spec: &DecodeSpec, alibi: Option<Buf>, h: Var) -> Option<Var> {
+pub(crate) fn slope(k: &mut KernelBuilder, spec: &DecodeSpec, alibi: Option<Buf>, h: Var) -> Option<Var> {
     let a1 = spec.alpha.value() - 1.0;
     alibi.map(|s| k.let_("slope", s.at(h) * a1))
 }

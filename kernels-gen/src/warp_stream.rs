@@ -74,6 +74,10 @@ pub struct WarpSegment {
 pub struct HeadBounds {
     pub buf: Buf,
     pub first: Var,
+    /// The bounds start at an estimate (`entkv_abi::seed`), not −∞: a warp reads them before
+    /// its first chunk, and the bound it hands the finish pass is −∞ (its own may hold the
+    /// estimate, which the finish must not take as a bound).
+    pub seeded: bool,
 }
 
 impl HeadBounds {
@@ -132,7 +136,7 @@ impl<'a> WarpStream<'a> {
         let below = k.lanes_below();
         let warp = k.let_("warp_ws", k.warp());
         let seg_len = k.let_("warp_seg_len", split_len / warps as i64);
-        let segs = (0..spec.group)
+        let segs: Vec<WarpSegment> = (0..spec.group)
             .map(|g| {
                 let seg = seg_index(k, g) * warps as i64 + warp.i64();
                 let seg = k.let_("wseg", seg);
@@ -152,6 +156,14 @@ impl<'a> WarpStream<'a> {
             })
             .collect();
         k.barrier(); // the shared bounds are initialised before any warp publishes
+        if let Some(hb) = global.as_ref().filter(|hb| hb.seeded) {
+            k.if_(lane.eq_(0u32), |k| {
+                for (g, s) in segs.iter().enumerate() {
+                    let v = k.atomic(AtomicOp::Max, hb.buf, hb.at(g), i32c(i32::MIN as i64));
+                    k.assign(s.global_seen, v);
+                }
+            });
+        }
         WarpStream {
             spec,
             tile,
@@ -302,7 +314,10 @@ impl<'a> WarpStream<'a> {
             let bufs = self.bufs;
             k.if_(self.lane.eq_(0u32), |k| {
                 k.store(bufs.count, s.seg, s.count);
-                k.store(bufs.bound, s.seg, s.lo);
+                match &self.global {
+                    Some(hb) if hb.seeded => k.store(bufs.bound, s.seg, f32c(f64::NEG_INFINITY)),
+                    _ => k.store(bufs.bound, s.seg, s.lo),
+                }
                 if let Some(hb) = &self.global {
                     // For the head's CTAs still walking.
                     k.atomic_no_ret(AtomicOp::Max, hb.buf, hb.at(g), order_key(s.lo));
@@ -334,6 +349,7 @@ mod tests {
             finish_capacity: threads,
             share_bound: false,
             mma: false,
+            seed: false,
         };
         let chunk = (threads * tokens) as usize;
         let n = chunk * chunks.len();

@@ -151,3 +151,126 @@ fn certified_init_resets_stale_head_bounds() {
         "without the reset the stale bound must break the output"
     );
 }
+
+/// The seeded pass (`entkv_abi::seed`) on keys whose samples overstate the scores: the
+/// estimate passes τ for the long sequence's pairs, `certified_verify` flags them (and not the
+/// short sequence's, which takes no seed), and the repair launches restore the exact output.
+/// Without them the first pass's output is wrong: the check can fail.
+#[test]
+fn seeded_pass_repairs_an_estimate_above_the_threshold() {
+    use entkv_kernels::check::{compare, DenseOutputs};
+    use entkv_kernels::paged_data::paged_reference;
+    let checks = entkv_kernels::certified_checks::seed_decoy_checks();
+    let check = &checks[0];
+    let mut program = check.program().unwrap();
+    // Up to the repair's finish (the check reruns the pass without rescoring after it).
+    let finishes: Vec<usize> = program
+        .calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.kernel.name.starts_with("decode_certified"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(finishes.len(), 2, "a seeded step runs the finish twice");
+    program.calls.truncate(finishes[1] + 1);
+    let verify = program
+        .calls
+        .iter()
+        .position(|c| c.kernel.name.starts_with("certified_verify"))
+        .expect("a verify call");
+    let mut first_only = program.clone();
+    first_only.calls.truncate(verify + 1);
+
+    let case = &check.case;
+    assert_eq!(case.seq_lens, vec![2000, 300]);
+    let x = case.inputs();
+    let full = paged_reference(&case.spec, &x);
+    let outputs = |p: &entkv_kernels::program::Program| DenseOutputs {
+        out: p.get("out").to_f64_vec(),
+        tau: p.get("tau").to_f64_vec(),
+        support: p
+            .get("support")
+            .to_f64_vec()
+            .into_iter()
+            .map(|v| v as i64)
+            .collect(),
+    };
+    for p in [&mut program, &mut first_only] {
+        p.run_interp().unwrap();
+    }
+    let flags = program.get("repair").to_f64_vec();
+    assert_eq!(
+        flags,
+        vec![1.0, 1.0, 0.0, 0.0],
+        "the long sequence's pairs are flagged"
+    );
+    let seeds = program.get("seed").to_f64_vec();
+    assert!(seeds[..2].iter().all(|s| s.is_finite()) && seeds[2..].iter().all(|s| *s == f64::NEG_INFINITY));
+    let repaired = compare(&full, &outputs(&program), None);
+    assert!(repaired.passed, "with the repair: {repaired:?}");
+    let first = compare(&full, &outputs(&first_only), None);
+    assert!(!first.passed, "the first pass alone drops support: {first:?}");
+}
+
+/// On iid keys the estimate stays below τ (no pair is flagged) and filters far more than the
+/// splits' own bounds: with a head cut into many splits (an assumed 16-SM GPU) the seeded pass
+/// rescores fewer tokens from K than with shared bounds alone (K bytes its launches read, in
+/// the interpreter's counts), the samples' K reads included, and both are exact.
+#[test]
+fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
+    use entkv_kernels::suite::run_interp;
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let shared = DenseTile {
+        share_bound: true,
+        ..small_tile(&spec, 1, 2)
+    };
+    let k_bytes = |tile: DenseTile| {
+        let check = CertifiedCheck {
+            case: PagedCase {
+                spec,
+                kv_heads: 1,
+                seq_lens: vec![6000],
+                seed: 5,
+                data: KeyData::Normal,
+                spare_pages: 2,
+            },
+            tile,
+            sm_count: 16,
+            pruned: false,
+        };
+        let o = run_interp(&check).unwrap();
+        assert!(o.passed, "{}: {}", tile.tag(), o.detail);
+        let mut p = check.program().unwrap();
+        // The step alone (the check's rerun without rescoring comes after its last finish).
+        let last = p
+            .calls
+            .iter()
+            .rposition(|c| c.kernel.name.starts_with("decode_certified"))
+            .unwrap();
+        p.calls.truncate(last + 1);
+        let names: Vec<String> = p.calls.iter().map(|c| c.kernel.name.clone()).collect();
+        let stats = p.run_interp().unwrap();
+        if tile.seed {
+            assert!(
+                p.get("repair").to_f64_vec().iter().all(|&f| f == 0.0),
+                "nothing flagged"
+            );
+        }
+        let read = |prefix: &str| -> u64 {
+            names
+                .iter()
+                .zip(&stats)
+                .filter(|(n, _)| n.starts_with(prefix))
+                .flat_map(|(_, s)| s.buffers.iter().filter(|b| b.name == "k_pool"))
+                .map(|b| b.bytes_loaded)
+                .sum()
+        };
+        (read("select_certified"), read("certified_seed_scores"))
+    };
+    let ((plain, _), (seeded, samples)) = (k_bytes(shared), k_bytes(DenseTile { seed: true, ..shared }));
+    println!("K bytes: shared bounds alone {plain}; seeded pass {seeded} + samples {samples}");
+    assert!(
+        samples > 0 && seeded + samples < plain / 2,
+        "seeded {seeded} + {samples}, shared bounds alone {plain}"
+    );
+}

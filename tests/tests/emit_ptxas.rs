@@ -90,9 +90,10 @@ fn every_module_assembles_without_spills() {
     assert_no_spills(on_two_workers(&specs(), |mine| check_specs(mine, check_ptxas)));
 }
 
-/// The certified family with head-bound sharing flipped from its default tile (the tuner times
-/// both) assembles without spills on every 4-bit spec above with GQA ≤ 4 (sharing refuses
-/// larger groups: at GQA 8 the rest walk spilled), and GQA 2 with ALiBi, GQA 3 and 4.
+/// The certified family with head-bound sharing flipped from its default tile, and seeded
+/// (`entkv_abi::seed`: the shared bounds start at an estimate; the tuner times all three),
+/// assembles without spills on every 4-bit spec above with GQA ≤ 4 (sharing refuses larger
+/// groups: at GQA 8 the rest walk spilled), and GQA 2 with ALiBi, GQA 3 and 4.
 #[test]
 fn certified_with_shared_head_bounds_assembles_without_spills() {
     use entkv_abi::{DenseTile, KernelFamily, TileConfig};
@@ -109,15 +110,23 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
         let mut failures = Vec::new();
         for spec in mine {
             let def = DenseTile::default_certified(spec);
-            let tile = TileConfig::Dense(DenseTile {
+            let flipped = DenseTile {
                 share_bound: !def.share_bound,
                 ..def
-            });
-            let module = KernelModule {
-                name: "decode_certified",
-                kernels: family_kernels(KernelFamily::DecodeCertified, spec, &tile).unwrap(),
             };
-            failures.extend(assemble_module(&module, check_ptxas));
+            let seeded = DenseTile {
+                share_bound: true,
+                seed: true,
+                ..def
+            };
+            for tile in [flipped, seeded] {
+                let tile = TileConfig::Dense(tile);
+                let module = KernelModule {
+                    name: "decode_certified",
+                    kernels: family_kernels(KernelFamily::DecodeCertified, spec, &tile).unwrap(),
+                };
+                failures.extend(assemble_module(&module, check_ptxas));
+            }
         }
         failures
     });

@@ -331,7 +331,7 @@ pub fn run_search(
         for selector in family.selector_keys() {
             plans.push(Plan {
                 space: space.clone(),
-                tiles: tiles.clone(),
+                tiles: tiles.iter().copied().filter(|t| t.serves(selector)).collect(),
                 selector,
             });
         }
@@ -620,6 +620,7 @@ impl Searcher<'_> {
                 fastest,
                 tiles,
             );
+            refine.retain(|t| t.serves(w.selector));
             if let Some(cap) = self.opts.max_evals {
                 refine.truncate(cap.saturating_sub(tiles.len()));
             }

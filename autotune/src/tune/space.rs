@@ -178,8 +178,19 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .chain(small.iter().copied())
                     .map(flip_share)
                     .collect();
+                // And seeded (`entkv_abi::seed`, shared bounds that start at an estimate): it
+                // pays where the splits' own bounds rescore much of K (`wide`).
+                let seeded: Vec<DenseTile> = std::iter::once(def)
+                    .chain(small.iter().copied())
+                    .map(|t| DenseTile {
+                        share_bound: true,
+                        seed: true,
+                        ..t
+                    })
+                    .collect();
                 v.extend(small);
                 v.extend(flipped);
+                v.extend(seeded);
             }
             v.into_iter().map(TileConfig::Dense).collect()
         }
@@ -266,10 +277,20 @@ fn small_cta_points(def: &DenseTile) -> Vec<DenseTile> {
         .collect()
 }
 
-/// `t` with the other choice of head-bound sharing.
+/// `t` with the other choice of head-bound sharing (unseeded: a seed needs sharing).
 fn flip_share(t: DenseTile) -> DenseTile {
     DenseTile {
         share_bound: !t.share_bound,
+        seed: false,
+        ..t
+    }
+}
+
+/// `t` with the other choice of seeding its shared head bounds (sharing them if it did not).
+fn flip_seed(t: DenseTile) -> DenseTile {
+    DenseTile {
+        share_bound: t.share_bound || !t.seed,
+        seed: !t.seed,
         ..t
     }
 }
@@ -368,6 +389,7 @@ fn descent_step(
     let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group, t.mma);
     let mut points = dense_secondaries(centre);
     if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
+        points.insert(0, flip_seed(*centre));
         points.insert(0, flip_share(*centre));
     }
     let mut seen = vec![primaries(centre)];
@@ -501,9 +523,10 @@ mod tests {
         assert!(refinements(KernelFamily::SelectTopk, &s, &limits, &ranked, None, &[]).is_empty());
     }
 
-    /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped on its
-    /// default and small-CTA points, and refined with the best's flipped first; no other
-    /// family gets it, and GQA 8 counts the flipped points invalid (registers).
+    /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped, and
+    /// seeded, on its default and small-CTA points, and refined with the best's sharing, then
+    /// its seeding, flipped first; no other family gets either, and GQA 8 counts those points
+    /// invalid (registers).
     #[test]
     fn shared_head_bounds_are_tried_for_the_certified_pass_only() {
         let limits = DeviceLimits::default();
@@ -518,13 +541,20 @@ mod tests {
         };
         assert!(!def.share_bound);
         assert!(space.valid.contains(&TileConfig::Dense(flip_share(def))));
-        assert_eq!(space.valid.iter().filter(|t| shares(t)).count(), 4);
+        let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
+        assert_eq!(space.valid.iter().filter(|t| shares(t)).count(), 8);
+        assert_eq!(space.valid.iter().filter(|t| seeded(t)).count(), 4);
         let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
         let TileConfig::Dense(best) = ranked[0] else {
             panic!("a dense tile")
         };
+        assert!(best.seed);
         let r = refinements(f, &s, &limits, &ranked, None, &[]);
         assert_eq!(r[0], TileConfig::Dense(flip_share(best)));
+        assert_eq!(r[1], TileConfig::Dense(flip_seed(best)));
+        assert!(matches!(r[0], TileConfig::Dense(t) if !t.share_bound && !t.seed));
+        assert!(matches!(r[1], TileConfig::Dense(t) if t.share_bound && !t.seed));
+        assert!(!ranked[0].serves(Some(entkv_abi::Selector::Pruned)));
         for other in [KernelFamily::DecodeDense, KernelFamily::DecodeSparse] {
             let sp = family_space(other, &s, &limits).unwrap();
             assert!(!sp.valid.iter().any(shares), "{other}");

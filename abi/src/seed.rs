@@ -1,0 +1,99 @@
+//! A seeded certified pass ([`crate::DenseTile::seed`]): each query head's shared threshold
+//! bound starts at an *estimate* of its threshold instead of −∞, and the step checks the
+//! estimate afterwards.
+//!
+//! Why: a certified pass rescores from K every token whose sketch bound clears its running
+//! lower bound on τ. Plans that cut a head into many splits (`wide`: 37 a head at 1M) leave each
+//! warp a few thousand tokens, whose bound stays far below the head's τ; about half of `wide`'s
+//! tokens were rescored (results/2026-12-01-exact-finish). With the head's own τ as the filter a
+//! float model rescores ~2% at `wide`'s shapes, with this estimate ~7%
+//! (`results/2026-12-05-seed/seed_model.py`, CPU only).
+//!
+//! The estimate `s` comes from exact scores of every [`SEED_STRIDE`]-th token (one a stride,
+//! its slot within the stride scrambled): the smaller of the [`SEED_RANK`]-th largest sample
+//! and the threshold of the samples each weighted [`SEED_WEIGHT`]`·`[`SEED_STRIDE`] (the
+//! sample standing for the tokens it skipped, discounted). Neither is a bound, so the step
+//! verifies: with `K` the kept set, `τ(K) ≤ τ` always (K ⊆ all tokens), and
+//!
+//! - if `s ≤ τ`, every filter the pass used was ≤ τ (the others are rigorous bounds), so `K`
+//!   holds the support and `τ(K) = τ ≥ s`;
+//! - if `s > τ`, then `τ(K) ≤ τ < s`.
+//!
+//! So `τ(K) ≥ s` holds exactly when the output is exact. `certified_verify` checks it (less the
+//! solver's tolerance, as the finish pass cuts) and flags the (sequence, KV head) pair
+//! otherwise; the same score pass and finish then run again for the flagged pairs only, from
+//! −∞ (the repair), and every other CTA of those launches returns at once. No host sync: the
+//! repair launches always run, and cost a few µs when nothing is flagged.
+
+use crate::pipeline::certified_entry_names;
+use crate::{DenseTile, PagedSpec};
+
+/// One sample a stride of this many tokens.
+pub const SEED_STRIDE: u32 = 64;
+
+/// The estimate is at most the `SEED_RANK`-th largest sample score (counted with
+/// multiplicity): for the estimate to pass τ, that many sampled tokens would have to lie in
+/// the support.
+pub const SEED_RANK: u32 = 4;
+
+/// Each sample stands for `SEED_WEIGHT · SEED_STRIDE` tokens in the weighted threshold: less
+/// than the stride it skips, so the estimate errs low (slower, never wrong). In the float model
+/// (iid keys, d = 128, 256k tokens, 12 heads at each of four q scales) weights of 1 overshot τ
+/// in 0–50% of the heads, 0.5 alone in up to 25%, 0.5 with the rank cap in none.
+pub const SEED_WEIGHT: f64 = 0.5;
+
+/// Odd multiplier that scrambles a sample's slot within its stride (`j·37 mod 64`), so samples
+/// are not all the same slot of their pages.
+pub const SEED_SCRAMBLE: u64 = 37;
+
+/// Threads a block of the seed kernels (`certified_seed_scores`, `certified_seed`,
+/// `certified_verify`).
+pub const SEED_THREADS: u32 = 256;
+
+/// Fewer valid samples than this and the estimate is −∞ (no seed): the threshold of a handful
+/// of samples says little.
+pub const SEED_MIN_SAMPLES: u32 = 4 * SEED_RANK;
+
+/// Samples a head takes for sequences of at most `max_tokens` tokens (the `seed_z` row length).
+pub fn seed_samples(max_tokens: u64) -> u64 {
+    max_tokens.div_ceil(SEED_STRIDE as u64).max(1)
+}
+
+/// Token position of sample `j`: `j·stride + (j·scramble mod stride)`. The kernels compute the
+/// same in i64; a position at or past the sequence's length is no sample.
+pub fn seed_position(j: u64) -> u64 {
+    let s = SEED_STRIDE as u64;
+    j * s + (j * SEED_SCRAMBLE) % s
+}
+
+/// Entry names of the seed kernels: `certified_seed_scores__…`, `certified_seed__…`,
+/// `certified_verify__…` (the tile's suffix, as the pass's).
+pub fn seed_entry_names(spec: &PagedSpec, tile: &DenseTile) -> [String; 3] {
+    let (select, _) = certified_entry_names(spec, tile);
+    let suffix = select.trim_start_matches("select_certified__");
+    [
+        format!("certified_seed_scores__{suffix}"),
+        format!("certified_seed__{suffix}"),
+        format!("certified_verify__{suffix}"),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_positions_cover_every_stride_once() {
+        let s = SEED_STRIDE as u64;
+        let mut slots = vec![false; s as usize];
+        for j in 0..s {
+            let t = seed_position(j);
+            assert_eq!(t / s, j, "sample {j} lies in its own stride");
+            slots[(t % s) as usize] = true;
+        }
+        assert!(slots.iter().all(|&x| x), "the scramble visits every slot");
+        assert_eq!(seed_samples(1), 1);
+        assert_eq!(seed_samples(64), 1);
+        assert_eq!(seed_samples(65), 2);
+    }
+}

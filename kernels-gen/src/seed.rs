@@ -1,0 +1,256 @@
+//! The seeded certified pass's own kernels (`entkv_abi::seed` has the argument): exact scores
+//! of every head's samples, the estimate they give, and the check after the finish that flags
+//! the (sequence, KV head) pairs to repair.
+
+use crate::entmax::{newton_update, threshold_terms};
+use crate::finish::{solver_cut, MAX_SOLVE_ITERS, SOLVE_REL_TOL};
+use crate::tokens::{slope, Layout, PageBufs, TokenSource};
+use crate::warp_stream::order_key;
+use crate::{scalar_of, KernelGenError};
+use entkv_abi::seed::{
+    seed_entry_names, SEED_MIN_SAMPLES, SEED_RANK, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
+};
+use entkv_abi::{DenseTile, PagedSpec};
+use entkv_dsl::*;
+
+fn check(spec: &PagedSpec, tile: &DenseTile) -> Result<(), KernelGenError> {
+    tile.check(&spec.decode)?;
+    tile.check_pass_knobs(true, spec)?;
+    Ok(())
+}
+
+/// `certified_seed_scores`: grid (⌈samples / SEED_THREADS⌉, KV heads, batch), a thread a
+/// sample. Writes `seed_z[head·samples + j]`, the exact entmax-space score (q'·k plus the
+/// ALiBi term) of sample `j`'s token (`entkv_abi::seed::seed_position`) for each head of the
+/// group, −∞ past the sequence. The group's q' sits in shared memory, so a thread holds only
+/// a 16-byte slice of its row and the group's sums. Parameters: `q, k_pool, block_table,
+/// seq_lens, [alibi_slopes], seed_z, samples, max_pages`.
+pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    check(spec, tile)?;
+    let ds = &spec.decode;
+    let [name, _, _] = seed_entry_names(spec, tile);
+    let threads = SEED_THREADS;
+    let mut k = KernelBuilder::new(name, threads);
+    let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
+    let keys = k.buffer("k_pool", scalar_of(ds.kv_dtype), Access::Read);
+    let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
+    let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let slopes = spec
+        .alibi
+        .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
+    let seed_z = k.buffer("seed_z", Scalar::F32, Access::Write);
+    let samples = k.scalar_param("samples", Scalar::I32);
+    let samples = k.let_("samples", samples);
+    let max_pages = k.scalar_param("max_pages", Scalar::I32);
+
+    let (d, group) = (ds.head_dim, ds.group);
+    let kvh = k.let_("kvh", k.block_idx(Axis::Y));
+    let b = k.let_("b", k.block_idx(Axis::Z));
+    let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+    let q_heads = k.let_("q_heads", kv_heads * group);
+    let first_head = k.let_("first_head", (b * q_heads + kvh * group).i64());
+    let tid = k.let_("tid", k.thread_idx());
+    // The group's q' rows (adjacent heads), scaled on the way in.
+    let qs = k.shared("seed_q", Scalar::F32, group * d);
+    for base in (0..group * d).step_by(threads as usize) {
+        let i = k.let_("qi", tid + base);
+        k.if_(i.lt(group * d), |k| {
+            let v = q.at(first_head * d as i64 + i.i64()).f32() * ds.z_scale();
+            k.store(qs, i, v)
+        });
+    }
+    k.barrier();
+    let pages = PageBufs {
+        block_table,
+        seq_lens,
+        sel: None,
+        max_pages: k.let_("max_pages", max_pages),
+    };
+    let layout = Layout::Paged {
+        page_size: spec.page_size,
+    };
+    let src = TokenSource::new(&mut k, layout, d, b, kvh, kv_heads, None, Some(pages));
+    let j = k.let_("j", (k.block_idx(Axis::X) * threads + tid).i64());
+    let stride = SEED_STRIDE as i64;
+    let t = k.let_("t", j * stride + ((j * SEED_SCRAMBLE as i64) & (stride - 1)));
+    let in_row = k.let_("in_row", j.lt(samples.i64()));
+    let valid = k.let_("valid", in_row.and(t.lt(src.seq_len)));
+    let z: Vec<Var> = (0..group)
+        .map(|_| k.let_typed("seed_zg", Scalar::F32, f64::NEG_INFINITY))
+        .collect();
+    k.if_(valid, |k| {
+        let row = src.row(k, t.e());
+        let vec = (16 / ds.kv_dtype.size_bytes()).min(d);
+        let acc: Vec<Var> = (0..group).map(|_| k.let_typed("acc", Scalar::F32, 0.0)).collect();
+        for c in (0..d).step_by(vec as usize) {
+            let kv = k.load_vec("sk", keys, row + c as i64, vec);
+            for (g, a) in acc.iter().enumerate() {
+                let sum = kv.iter().enumerate().fold(a.e(), |s, (i, x)| {
+                    fma(qs.at(g as u32 * d + c + i as u32), x.f32(), s)
+                });
+                k.assign(*a, sum);
+            }
+        }
+        for (g, (a, zg)) in acc.iter().zip(&z).enumerate() {
+            let h = k.let_("h", kvh * group + g as u32);
+            let score = match slope(k, ds, slopes, h) {
+                Some(s) => a.e() + s * (t - (src.seq_len - 1i64)).f32(),
+                None => a.e(),
+            };
+            k.assign(*zg, score);
+        }
+    });
+    k.if_(in_row, |k| {
+        for (g, zg) in z.iter().enumerate() {
+            k.store(seed_z, (first_head + g as i64) * samples.i64() + j, *zg);
+        }
+    });
+    Ok(k.finish()?)
+}
+
+/// `certified_seed`: grid (query heads, batch), one CTA a head. From the head's samples, the
+/// estimate `s = min(r, t_w)`: `r` the [`SEED_RANK`]-th largest sample (with multiplicity),
+/// `t_w` the threshold of the samples each weighted `w = SEED_WEIGHT·SEED_STRIDE` (the root of
+/// `w·Σ [z − t]₊^β = 1`, approached from below by Newton steps from `max − w^(1−α)`; the
+/// last point with a non-negative sum is taken). −∞ with fewer than [`SEED_MIN_SAMPLES`]
+/// samples or where it is not finite. Writes `seed` and `head_bound` (its order key), resets
+/// `repair_bound` to −∞ and the pair's `repair` flag to 0 (the group's first head). Parameters:
+/// `seq_lens, seed_z, seed, head_bound, repair_bound, repair, samples`.
+pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    check(spec, tile)?;
+    let ds = &spec.decode;
+    let [_, name, _] = seed_entry_names(spec, tile);
+    let threads = SEED_THREADS;
+    let mut k = KernelBuilder::new(name, threads);
+    // Read only to keep the argument list uniform with the other seed kernels' inputs: the
+    // samples past a sequence are −∞ already.
+    let _seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let seed_z = k.buffer("seed_z", Scalar::F32, Access::Read);
+    let seed = k.buffer("seed", Scalar::F32, Access::Write);
+    let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
+    let repair_bound = k.buffer("repair_bound", Scalar::I32, Access::Write);
+    let repair = k.buffer("repair", Scalar::I32, Access::Write);
+    let samples = k.scalar_param("samples", Scalar::I32);
+    let samples = k.let_("samples", samples);
+
+    let warps = threads / WARP;
+    let red = k.shared("red", Scalar::F32, warps * 2);
+    let h = k.let_("h", k.block_idx(Axis::X));
+    let b = k.let_("b", k.block_idx(Axis::Y));
+    let q_heads = k.let_("q_heads", k.grid_dim(Axis::X));
+    let head = k.let_("head", (b * q_heads + h).i64());
+    let base = k.let_("base", head * samples.i64());
+    let tid = k.let_("tid", k.thread_idx());
+    let n = k.let_("n", samples);
+    // One sweep over the head's samples: `body(acc, z)` updates this thread's accumulators,
+    // which are then reduced over the block.
+    let sweep =
+        |k: &mut KernelBuilder, items: &[(Reduce, f64)], body: &dyn Fn(&mut KernelBuilder, &[Var], Expr)| {
+            let acc: Vec<Var> = items
+                .iter()
+                .map(|(_, init)| k.let_typed("sw", Scalar::F32, *init))
+                .collect();
+            k.for_("sj", tid.i32(), n, threads as i32, |k, j| {
+                let z = k.let_("sz", seed_z.at(base + j.i64()));
+                body(k, &acc, z.e());
+            });
+            let red_items: Vec<(Reduce, Expr)> =
+                items.iter().zip(&acc).map(|((op, _), a)| (*op, a.e())).collect();
+            k.block_allreduce_many(&red_items, red)
+        };
+    let neg_inf = f64::NEG_INFINITY;
+    let first = sweep(
+        &mut k,
+        &[(Reduce::Max, neg_inf), (Reduce::Sum, 0.0)],
+        &|k, acc, z| {
+            k.assign(acc[0], acc[0].max(z.clone()));
+            k.assign(acc[1], acc[1] + select(z.gt(f32c(neg_inf)), 1.0f32, 0.0f32));
+        },
+    );
+    let (top, valid) = (first[0], first[1]);
+    // r: walk down the distinct values from the top until SEED_RANK samples are at or above.
+    let rank = k.let_("rank", top);
+    let at_or_above = |k: &mut KernelBuilder, v: Var| -> Var {
+        sweep(k, &[(Reduce::Sum, 0.0)], &|k, acc, z| {
+            k.assign(acc[0], acc[0] + select(z.ge(v), 1.0f32, 0.0f32));
+        })[0]
+    };
+    let have = at_or_above(&mut k, rank);
+    let have = k.let_("have", have);
+    for _ in 1..SEED_RANK {
+        let below = sweep(&mut k, &[(Reduce::Max, neg_inf)], &|k, acc, z| {
+            k.assign(acc[0], select(z.clone().lt(rank), acc[0].max(z), acc[0]));
+        })[0];
+        let more = at_or_above(&mut k, below);
+        let short = k.let_("short", have.lt(SEED_RANK as f32));
+        k.assign(rank, select(short, below, rank));
+        k.assign(have, select(short, more, have));
+    }
+    // t_w: Newton from the left on w·Σ [z − t]₊^β − 1 (convex, decreasing).
+    let alpha = ds.alpha;
+    let w = SEED_WEIGHT * SEED_STRIDE as f64;
+    let lo = k.let_("lo", top - w.powf(1.0 - alpha.value()) as f32);
+    let hi = k.let_("hi", top);
+    let t = k.let_("t", lo);
+    let done = k.let_("done", top.eq_(f32c(neg_inf)));
+    let it = k.let_typed("it", Scalar::I32, 0);
+    k.while_(done.not().and(it.lt(MAX_SOLVE_ITERS as i32)), |k| {
+        let sums = sweep(k, &[(Reduce::Sum, 0.0), (Reduce::Sum, 0.0)], &|k, acc, z| {
+            let (x, x1) = threshold_terms(alpha, z, t);
+            k.assign(acc[0], acc[0] + x);
+            k.assign(acc[1], acc[1] + x1);
+        });
+        let f = k.let_("f", sums[0] * w as f32 - 1.0f32);
+        let s1 = k.let_("s1", sums[1] * w as f32);
+        let next = newton_update(k, alpha, t, lo, hi, f, s1);
+        let tol = t.abs().max(1.0f32) * SOLVE_REL_TOL;
+        let converged = (next - t)
+            .abs()
+            .le(tol.clone())
+            .or((hi - lo).le(tol))
+            .or(f.eq_(0.0f32));
+        k.assign(done, converged);
+        k.assign(t, next);
+        k.assign(it, it + 1i32);
+    });
+    let estimate = k.let_("estimate", rank.min(lo));
+    // Finite, with enough samples (NaN fails both comparisons).
+    let ok = valid
+        .ge(SEED_MIN_SAMPLES as f32)
+        .and(estimate.gt(f32c(-f32::MAX as f64)))
+        .and(estimate.lt(f32c(f32::MAX as f64)));
+    let estimate = k.let_("seed_value", select(ok, estimate, f32c(neg_inf)));
+    k.if_(tid.eq_(0u32), |k| {
+        k.store(seed, head, estimate);
+        k.store(head_bound, head, order_key(estimate));
+        k.store(repair_bound, head, order_key(f32c(neg_inf)));
+        k.if_((h % ds.group).eq_(0u32), |k| {
+            k.store(repair, head / ds.group as i64, 0i32);
+        });
+    });
+    Ok(k.finish()?)
+}
+
+/// `certified_verify`: a thread a query head. The pass was exact for the head iff its
+/// threshold `τ(K) ≥ seed` (`entkv_abi::seed`); the finish's τ is the solver's, so the check
+/// takes its cut ([`solver_cut`]) and flags the pair (`repair[head / G] = 1`) otherwise, NaN
+/// included. Parameters: `tau, seed, repair, heads`.
+pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+    check(spec, tile)?;
+    let [_, _, name] = seed_entry_names(spec, tile);
+    let threads = SEED_THREADS;
+    let mut k = KernelBuilder::new(name, threads);
+    let tau = k.buffer("tau", Scalar::F32, Access::Read);
+    let seed = k.buffer("seed", Scalar::F32, Access::Read);
+    let repair = k.buffer("repair", Scalar::I32, Access::ReadWrite);
+    let heads = k.scalar_param("heads", Scalar::I32);
+    let i = k.let_("i", k.block_idx(Axis::X) * threads + k.thread_idx());
+    k.if_(i.lt(heads.u32()), |k| {
+        let tau = k.let_("tau_h", tau.at(i));
+        let exact = solver_cut(tau.e()).ge(seed.at(i));
+        k.if_(exact.not(), |k| {
+            k.atomic_no_ret(AtomicOp::Max, repair, i / spec.decode.group, 1i32)
+        });
+    });
+    Ok(k.finish()?)
+}
