@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use entkv_abi::{DType, DecodeSpec, DenseTile, KernelFamily, PagedSpec, TileConfig};
 use entkv_autotune::bundle_cmd::{build_bundle, create_default_bundle, RowPlan, SpecPlan};
-use entkv_autotune::interp_engine::{check_run, run_engine_with, H200_SMS};
+use entkv_autotune::interp_engine::{check_engine, check_run, run_engine_with, H200_SMS};
 use entkv_autotune::verify_cmd::{
     bundle_with_row_as_default, default_rows_only, verify, verify_cases, Backend,
 };
@@ -137,6 +137,57 @@ fn every_row_of_a_tuned_bundle_verifies_in_the_interpreter() {
     // Dense: dense; sparse: top-k and Gaussian; both key kinds; each a run of its own.
     assert_eq!(tuned.len(), 2 * (1 + 2));
     assert!(tuned.iter().all(|c| c.tile == other_tile().tag() && !c.shared));
+}
+
+/// A tuned seeded certified row (`entkv_abi::seed`) through the engine: the full walk takes it
+/// (the seed kernels, the gated repair launches) and is exact; the page-pruned walk, which a
+/// seeded tile cannot serve, takes the default row and is exact too. GQA 2 with a sequence long
+/// enough to take a seed beside one too short to.
+#[test]
+fn a_seeded_certified_row_serves_the_full_walk_only() {
+    let spec = PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(), 16).unwrap();
+    let f = KernelFamily::DecodeCertified;
+    let TileConfig::Dense(def) = f.default_tile(&spec) else {
+        unreachable!()
+    };
+    let seeded = TileConfig::Dense(DenseTile {
+        share_bound: true,
+        seed: true,
+        ..def
+    });
+    let mut plan = SpecPlan::defaults(&spec);
+    for fp in plan.families.iter_mut().filter(|fp| fp.family == f) {
+        fp.rows.push(RowPlan {
+            bucket: Bucket::Tokens {
+                lo: 1024,
+                hi: 1 << 20,
+            },
+            selector: None,
+            tile: seeded,
+            source: RowSource::Tuned { median_us: 10.0 },
+        });
+    }
+    let bundle = Arc::new(build_bundle(&[plan], None, 0).unwrap());
+    let case = entkv_kernels::paged_data::PagedCase {
+        spec,
+        kv_heads: 2,
+        seq_lens: vec![2500, 200],
+        seed: 3,
+        data: entkv_kernels::paged_data::KeyData::Normal,
+        spare_pages: 2,
+    };
+    let x = case.inputs();
+    for (method, takes_seed) in [(Method::Certified, true), (Method::CertifiedPruned, false)] {
+        let checked = check_engine(&case, &x, method, &bundle, 8).unwrap();
+        let chosen = checked.run.plan.kernels.iter().find(|k| k.family == f).unwrap();
+        assert_eq!(
+            chosen.tile == seeded,
+            takes_seed,
+            "{method:?}: {}",
+            chosen.tile.tag()
+        );
+        assert!(checked.check.passed, "{method:?}: {:?}", checked.check);
+    }
 }
 
 #[test]

@@ -379,9 +379,10 @@ impl GpuBackend {
                 spare_pages: 8,
             };
             let mut hc = HostCase::new(&self.gpu, case).map_err(launch)?;
-            // Every step the family runs in, whichever selector feeds it.
+            // Every step the family runs in, whichever selector feeds it (that the tile
+            // serves: a seeded certified tile is the full walk's only).
             let mut methods: Vec<Method> = Vec::new();
-            for selector in c.family.selector_keys() {
+            for selector in c.family.selector_keys().into_iter().filter(|s| c.tile.serves(*s)) {
                 for r in runs_for(c.family, selector, hc.x.shape.max_pages) {
                     if !methods.contains(&r.method) {
                         methods.push(r.method);
