@@ -254,3 +254,23 @@ pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     });
     Ok(k.finish()?)
 }
+
+/// The float64 reference of [`estimate_kernel`]: the estimate from a head's sample scores
+/// (entmax space; −∞ for samples past the sequence). `min(t_w, r)` with `t_w` the root of
+/// `w·Σ [z − t]₊^β = 1` (the unweighted threshold of `w^(α−1)·z`, scaled back) and `r` the
+/// [`SEED_RANK`]-th largest sample; −∞ with fewer than [`SEED_MIN_SAMPLES`] samples.
+pub fn host_estimate(samples: &[f64], alpha: entkv_abi::Alpha) -> f64 {
+    let mut valid: Vec<f64> = samples
+        .iter()
+        .copied()
+        .filter(|z| *z > f64::NEG_INFINITY)
+        .collect();
+    if valid.len() < SEED_MIN_SAMPLES as usize {
+        return f64::NEG_INFINITY;
+    }
+    valid.sort_by(|a, b| b.total_cmp(a));
+    let scale = (SEED_WEIGHT * SEED_STRIDE as f64).powf(alpha.value() - 1.0);
+    let scaled: Vec<f64> = valid.iter().map(|z| z * scale).collect();
+    let t_w = crate::reference::entmax_tau(&scaled, alpha) / scale;
+    t_w.min(valid[SEED_RANK as usize - 1])
+}

@@ -274,3 +274,85 @@ fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
         "seeded {seeded} + {samples}, shared bounds alone {plain}"
     );
 }
+
+/// The seed kernels against float64: `certified_seed_scores` writes every sample's exact score
+/// (−∞ past the sequence) and `certified_seed` the estimate `seed::host_estimate` computes from
+/// the reference's scores at the sampled positions (−∞ for a sequence under 16 samples). ALiBi,
+/// GQA 2, α = 1.25 (β = 4: the general power) on bf16; α = 1.5 on the decoy keys.
+#[test]
+fn seed_kernels_match_the_float64_reference() {
+    use entkv_abi::seed::{seed_position, seed_samples};
+    use entkv_kernels::paged_data::paged_reference;
+    use entkv_kernels::seed::host_estimate;
+    let cases = [
+        PagedCase {
+            spec: PagedSpec::new(DecodeSpec::new(1.25, 32, 2, DType::BF16).unwrap(), 16, true, 4).unwrap(),
+            kv_heads: 2,
+            seq_lens: vec![3000, 500],
+            seed: 12,
+            data: KeyData::Normal,
+            spare_pages: 2,
+        },
+        entkv_kernels::certified_checks::seed_decoy_checks()
+            .remove(0)
+            .case,
+    ];
+    for case in cases {
+        let check = CertifiedCheck {
+            case: case.clone(),
+            tile: DenseTile {
+                share_bound: true,
+                seed: true,
+                ..small_tile(&case.spec, 1, 2)
+            },
+            sm_count: 1,
+            pruned: false,
+        };
+        let mut p = check.program().unwrap();
+        let at = p
+            .calls
+            .iter()
+            .position(|c| c.kernel.name.starts_with("certified_seed__"))
+            .unwrap();
+        p.calls.truncate(at + 1);
+        p.run_interp().unwrap();
+        let x = case.inputs();
+        let full = paged_reference(&case.spec, &x);
+        let (z, seeds) = (p.get("seed_z").to_f64_vec(), p.get("seed").to_f64_vec());
+        let samples = z.len() / full.heads.len();
+        let max_tokens = x.shape.max_pages as u64 * case.spec.page_size as u64;
+        assert_eq!(samples as u64, seed_samples(max_tokens));
+        let hq = case.q_heads() as usize;
+        for (h, head) in full.heads.iter().enumerate() {
+            let len = x.seq_lens[h / hq] as u64;
+            let want: Vec<f64> = (0..samples as u64)
+                .map(|j| {
+                    let t = seed_position(j);
+                    if t < len {
+                        head.z[t as usize]
+                    } else {
+                        f64::NEG_INFINITY
+                    }
+                })
+                .collect();
+            for (j, (&got, &w)) in z[h * samples..][..samples].iter().zip(&want).enumerate() {
+                let ok = if w == f64::NEG_INFINITY {
+                    got == w
+                } else {
+                    (got - w).abs() <= 1e-5 * w.abs().max(1.0)
+                };
+                assert!(ok, "{:?} head {h} sample {j}: {got} vs {w}", case.data);
+            }
+            let want = host_estimate(&want, case.spec.decode.alpha);
+            let got = seeds[h];
+            let ok = if want == f64::NEG_INFINITY {
+                got == want
+            } else {
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0)
+            };
+            assert!(ok, "{:?} head {h}: estimate {got} vs {want}", case.data);
+        }
+        // The long sequence takes a seed, the short one none.
+        assert!(seeds[0].is_finite() && seeds[seeds.len() - 1] == f64::NEG_INFINITY);
+    }
+}

@@ -1,7 +1,8 @@
-# Device call at 91fa594. 1) `gqa` and `wide` as a user makes them (autotune of every family), benched
-# with every entmax method beside torch SDPA. 2) The GPU suite (--small-only) at 91fa594's
-# defaults (wide and gqa's sparse decode on tensor-core tiles). 3) ncu of wide's tuned dense
-# score pass at 1M, in the time left. (A planned A/B of the page lookahead on tensor-core tiles
+# Planned device call (not run yet), at the newest commit. 1) `gqa` and `wide` as a user makes them
+# (autotune of every family), benched with every entmax method beside torch SDPA. 2) ncu of wide's
+# tuned dense score pass at 1M, in the time left. The GPU suite at the new defaults (wide and gqa's
+# sparse decode on tensor-core tiles) runs in results/2026-12-05-seed/planned-call.sh, with the
+# seeded checks. (A planned A/B of the page lookahead on tensor-core tiles
 # was dropped: three refused machine starts had spent the device time it needed.)
 PACK=.gpu/x.txz; source scripts/device-call.sh
 B=.gpu/s
@@ -18,9 +19,6 @@ cp /tmp/b-wide/manifest.json $W/bundle-manifest-wide-tuned.json; xz -9c /tmp/b-w
 ph bench-wide 50 $B/entkv bench --bundle /tmp/b-wide --no-defaults --workload wide --n 32768,131072,1048576 --methods dense,topk,gaussian,certified --out $W/bench-wide-tuned.json
 ph sdpa-wide 30 python3 scripts/sdpa_baseline.py --workload wide --batch 4 --heads 32 --kv-heads 8 --head-dim 128 --n 32768 131072 1048576 --out $W/sdpa-wide.json
 snap
-ph gpu-check-small 150 $B/entkv gpu-check --small-only --out $W/gpu-check
-snap
 ph ncu-wide-dense $((575 - SECONDS)) ncu --clock-control none --kernel-name regex:decode_dense_score --launch-skip 3 --launch-count 1 --set full $B/entkv bench --bundle /tmp/b-wide --no-defaults --workload wide --n 1048576 --methods dense --iters 5 --warmup 2 --check-samples 1 --out $W/ncu-wide-dense.json
 grep -hE "^[0-9]+ +[a-z()0-9-]+ +step " $W/bench-*-tuned.log | awk '{print $1,$2,$(NF-3),$NF}'; grep -h median $W/sdpa-*.log
-grep -cE " PASS " $W/gpu-check-small.log; grep -E " FAIL " $W/gpu-check-small.log | head -8; tail -2 $W/gpu-check-small.log
 for f in $W/ncu-*.log; do echo "== $f"; grep -E "Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible|Executed Ipc A" $f | head -8; done
