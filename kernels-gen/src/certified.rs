@@ -51,7 +51,8 @@ pub use entkv_abi::pipeline::certified_entry_names as entry_names;
 
 /// `select_certified`: grid (splits, kv heads, batch). Parameters: `q, k_pool, block_table,
 /// seq_lens, meta_bounds, sketch, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count,
-/// cand_bound, [head_bound] (per-token grid), max_pages, chunks_per_split`.
+/// cand_bound, [head_bound] (shared bounds), [repair, gate] (seeded), max_pages,
+/// chunks_per_split`.
 pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     score_pass(spec, tile, Walk::Full, refines(spec))
 }
@@ -1260,7 +1261,7 @@ fn alibi_term(qr: &QueryRegs, g: usize, t: Var, src: &TokenSource) -> Option<Exp
 
 /// `decode_certified`: grid (query heads, batch). Parameters: `q, k_pool, v_pool, block_table,
 /// seq_lens, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, out, tau,
-/// support, kept, splits, split_len, max_pages`.
+/// support, kept, [repair, gate] (seeded), splits, split_len, max_pages`.
 pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
     tile.check(ds)?;
