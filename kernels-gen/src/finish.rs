@@ -12,6 +12,17 @@ pub const MAX_SOLVE_ITERS: u32 = 60;
 /// Relative step below which the threshold is converged (a few f32 ulps).
 pub const SOLVE_REL_TOL: f64 = 4.0 * f32::EPSILON as f64;
 
+/// Whether a threshold iteration from `tau` to `next` (bracket `[lo, hi]`, `f` the threshold
+/// function at `tau`) has converged: a step or a bracket within [`SOLVE_REL_TOL`], or a root hit.
+pub fn solve_converged(tau: Var, next: Var, lo: Var, hi: Var, f: Var) -> Expr {
+    let tol = tau.abs().max(1.0f32) * SOLVE_REL_TOL;
+    (next - tau)
+        .abs()
+        .le(tol.clone())
+        .or((hi - lo).le(tol))
+        .or(f.eq_(0.0f32))
+}
+
 /// What a solved threshold `tau` certainly lies above: `tau` less twice the solver's tolerance.
 /// Tokens at or below it cannot be in the support.
 pub fn solver_cut(tau: Expr) -> Expr {
@@ -384,13 +395,7 @@ pub fn solve_tau(k: &mut KernelBuilder, spec: &DecodeSpec, src: &Source, floor: 
             }
             None => newton,
         };
-        let tol = tau.abs().max(1.0f32) * SOLVE_REL_TOL;
-        let converged = (next - tau)
-            .abs()
-            .le(tol.clone())
-            .or((hi - lo).le(tol))
-            .or(f.eq_(0.0f32));
-        k.assign(done, converged);
+        k.assign(done, solve_converged(tau, next, lo, hi, f));
         k.assign(tau, next);
         k.assign(it, it + 1i32);
     });

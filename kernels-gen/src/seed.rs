@@ -3,7 +3,7 @@
 //! the (sequence, KV head) pairs to repair.
 
 use crate::entmax::{newton_update, threshold_terms};
-use crate::finish::{solver_cut, MAX_SOLVE_ITERS, SOLVE_REL_TOL};
+use crate::finish::{solve_converged, solver_cut, MAX_SOLVE_ITERS};
 use crate::tokens::{slope, Layout, PageBufs, TokenSource};
 use crate::warp_stream::order_key;
 use crate::{scalar_of, KernelGenError};
@@ -203,13 +203,7 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
         let f = k.let_("f", sums[0] * w as f32 - 1.0f32);
         let s1 = k.let_("s1", sums[1] * w as f32);
         let next = newton_update(k, alpha, t, lo, hi, f, s1);
-        let tol = t.abs().max(1.0f32) * SOLVE_REL_TOL;
-        let converged = (next - t)
-            .abs()
-            .le(tol.clone())
-            .or((hi - lo).le(tol))
-            .or(f.eq_(0.0f32));
-        k.assign(done, converged);
+        k.assign(done, solve_converged(t, next, lo, hi, f));
         k.assign(t, next);
         k.assign(it, it + 1i32);
     });
