@@ -5,9 +5,9 @@
 //! Why: a certified pass rescores from K every token whose sketch bound clears its running
 //! lower bound on τ. Plans that cut a head into many splits (`wide`: 37 a head at 1M) leave each
 //! warp a few thousand tokens, whose bound stays far below the head's τ; about half of `wide`'s
-//! tokens were rescored (results/2026-12-01-exact-finish). With the head's own τ as the filter a
-//! float model rescores ~2% at `wide`'s shapes, with this estimate ~7%
-//! (`results/2026-12-05-seed/seed_model.py`, CPU only).
+//! tokens were rescored (results/2026-12-01-exact-finish); with shared bounds (`_h`) the
+//! interpreter still counts 24% of K read at 1M, seeded 12% (`results/2026-12-05-seed/`, CPU
+//! only).
 //!
 //! The estimate `s` comes from exact scores of every [`SEED_STRIDE`]-th token (one a stride,
 //! its slot within the stride scrambled): the smaller of the [`SEED_RANK`]-th largest sample

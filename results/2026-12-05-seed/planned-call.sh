@@ -5,8 +5,8 @@
 # 2) The certified family tuned alone on `wide`, `gqa` and `paper` at 32k/128k/1M: the tune logs
 #    time the seeded points beside `_h` and the unshared ones in one process (the A/B), then
 #    `entkv bench` of each bundle (tuned rows against the default rows, same process).
-# Expected (CPU float model, results/2026-12-05-seed/seed_model.txt): `wide` rescores ~7% of
-# tokens instead of about half; its certified 1M step should fall from 2.97 ms toward ~1 ms.
+# Expected (interpreter counts, results/2026-12-05-seed/interp_rescoring.txt): `wide` 1M rescores
+# 12% of K instead of 24%; a guess for its certified step is 2.97 -> 2.0-2.4 ms.
 PACK=.gpu/x.txz; source scripts/device-call.sh
 B=.gpu/s
 snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
