@@ -372,7 +372,8 @@ pub fn decode_calls(
     });
     if tile.seed {
         // Check every head's estimate against its threshold, then repair the flagged pairs:
-        // the same pass from −∞ (`repair_bound`) and the same finish, gated (1) on `repair`.
+        // the same pass from the first one's rigorous bound τ(K) (`repair_bound`, written by
+        // the check) and the same finish, gated (1) on `repair`.
         let [_, _, verify] = seed_entry_names(spec, tile);
         calls.push(CallPlan {
             entry: verify,
@@ -381,6 +382,7 @@ pub fn decode_calls(
                 buf("tau"),
                 buf("seed"),
                 buf("repair"),
+                buf("repair_bound"),
                 ArgRef::I32(heads_i32(heads)? as i32),
             ],
         });
@@ -423,7 +425,7 @@ fn heads_i32(heads: u64) -> Result<u32, SpecError> {
 
 /// The seeded pass's first launches (`crate::seed`): exact scores of every head's samples
 /// (grid (sample blocks, KV heads, batch)), then one CTA a head turns them into the estimate,
-/// which starts `head_bound`, and resets `repair_bound` and `repair`.
+/// which starts `head_bound`, and resets `repair`.
 fn seed_calls(
     spec: &PagedSpec,
     tile: &DenseTile,
@@ -465,7 +467,6 @@ fn seed_calls(
                 buf("seed_z"),
                 buf("seed"),
                 buf("head_bound"),
-                buf("repair_bound"),
                 buf("repair"),
                 ArgRef::I32(samples_i32),
             ],

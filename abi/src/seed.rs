@@ -21,8 +21,10 @@
 //!
 //! So `τ(K) ≥ s` holds exactly when the output is exact. `certified_verify` checks it (less the
 //! solver's tolerance, as the finish pass cuts) and flags the (sequence, KV head) pair
-//! otherwise; the same score pass and finish then run again for the flagged pairs only, from
-//! −∞ (the repair), and every other CTA of those launches returns at once. No host sync: the
+//! otherwise; the same score pass and finish then run again for the flagged pairs only (the
+//! repair), and every other CTA of those launches returns at once. The repair's shared bounds
+//! start at `τ(K)` less the tolerance: `τ(K) ≤ τ` always, so it is a rigorous bound, and a
+//! near miss repairs nearly as cheaply as an exact estimate would have run. No host sync: the
 //! repair launches always run, and cost a few µs when nothing is flagged.
 
 use crate::pipeline::certified_entry_names;

@@ -113,9 +113,9 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// `t_w` the threshold of the samples each weighted `w = SEED_WEIGHT·SEED_STRIDE` (the root of
 /// `w·Σ [z − t]₊^β = 1`, approached from below by Newton steps from `max − w^(1−α)`; the
 /// last point with a non-negative sum is taken). −∞ with fewer than [`SEED_MIN_SAMPLES`]
-/// samples or where it is not finite. Writes `seed` and `head_bound` (its order key), resets
-/// `repair_bound` to −∞ and the pair's `repair` flag to 0 (the group's first head). Parameters:
-/// `seq_lens, seed_z, seed, head_bound, repair_bound, repair, samples`.
+/// samples or where it is not finite. Writes `seed` and `head_bound` (its order key) and resets
+/// the pair's `repair` flag to 0 (the group's first head). Parameters: `seq_lens, seed_z, seed,
+/// head_bound, repair, samples`.
 pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     check(spec, tile)?;
     let ds = &spec.decode;
@@ -128,7 +128,6 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
     let seed_z = k.buffer("seed_z", Scalar::F32, Access::Read);
     let seed = k.buffer("seed", Scalar::F32, Access::Write);
     let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
-    let repair_bound = k.buffer("repair_bound", Scalar::I32, Access::Write);
     let repair = k.buffer("repair", Scalar::I32, Access::Write);
     let samples = k.scalar_param("samples", Scalar::I32);
     let samples = k.let_("samples", samples);
@@ -217,7 +216,6 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
     k.if_(tid.eq_(0u32), |k| {
         k.store(seed, head, estimate);
         k.store(head_bound, head, order_key(estimate));
-        k.store(repair_bound, head, order_key(f32c(neg_inf)));
         k.if_((h % ds.group).eq_(0u32), |k| {
             k.store(repair, head / ds.group as i64, 0i32);
         });
@@ -228,7 +226,11 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
 /// `certified_verify`: a thread a query head. The pass was exact for the head iff its
 /// threshold `τ(K) ≥ seed` (`entkv_abi::seed`); the finish's τ is the solver's, so the check
 /// takes its cut ([`solver_cut`]) and flags the pair (`repair[head / G] = 1`) otherwise, NaN
-/// included. Parameters: `tau, seed, repair, heads`.
+/// included. Whatever the check says, `τ(K) ≤ τ` (K is a subset of the tokens), so the cut is
+/// a rigorous bound on the head's threshold: the repair's shared bound starts there
+/// (`repair_bound`, −∞ where it is not finite), not at −∞, and a repaired pair filters almost
+/// as tightly as an exact estimate would have. Parameters: `tau, seed, repair, repair_bound,
+/// heads`.
 pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     check(spec, tile)?;
     let [_, _, name] = seed_entry_names(spec, tile);
@@ -237,14 +239,20 @@ pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let tau = k.buffer("tau", Scalar::F32, Access::Read);
     let seed = k.buffer("seed", Scalar::F32, Access::Read);
     let repair = k.buffer("repair", Scalar::I32, Access::ReadWrite);
+    let repair_bound = k.buffer("repair_bound", Scalar::I32, Access::Write);
     let heads = k.scalar_param("heads", Scalar::I32);
     let i = k.let_("i", k.block_idx(Axis::X) * threads + k.thread_idx());
     k.if_(i.lt(heads.u32()), |k| {
-        let tau = k.let_("tau_h", tau.at(i));
-        let exact = solver_cut(tau.e()).ge(seed.at(i));
-        k.if_(exact.not(), |k| {
+        let cut = k.let_("cut", solver_cut(tau.at(i)));
+        k.if_(cut.ge(seed.at(i)).not(), |k| {
             k.atomic_no_ret(AtomicOp::Max, repair, i / spec.decode.group, 1i32)
         });
+        let finite = cut.gt(f32c(-f32::MAX as f64)).and(cut.lt(f32c(f32::MAX as f64)));
+        k.store(
+            repair_bound,
+            i,
+            order_key(select(finite, cut, f32c(f64::NEG_INFINITY))),
+        );
     });
     Ok(k.finish()?)
 }

@@ -154,10 +154,12 @@ fn certified_init_resets_stale_head_bounds() {
 
 /// The seeded pass (`entkv_abi::seed`) on keys whose samples overstate the scores: the
 /// estimate passes τ for the long sequence's pairs, `certified_verify` flags them (and not the
-/// short sequence's, which takes no seed), and the repair launches restore the exact output.
+/// short sequence's, which takes no seed), and the repair launches, starting from the first
+/// pass's τ(K), restore the exact output.
 /// Without them the first pass's output is wrong: the check can fail.
 #[test]
 fn seeded_pass_repairs_an_estimate_above_the_threshold() {
+    use entkv_dsl::interp::HostBuffer;
     use entkv_kernels::check::{compare, DenseOutputs};
     use entkv_kernels::paged_data::paged_reference;
     let checks = entkv_kernels::certified_checks::seed_decoy_checks();
@@ -206,6 +208,19 @@ fn seeded_pass_repairs_an_estimate_above_the_threshold() {
     );
     let seeds = program.get("seed").to_f64_vec();
     assert!(seeds[..2].iter().all(|s| s.is_finite()) && seeds[2..].iter().all(|s| *s == f64::NEG_INFINITY));
+    // The repair started from each flagged head's τ(K) less the solver's tolerance: finite, and
+    // a bound on its threshold.
+    let HostBuffer::I32(keys) = program.get("repair_bound") else {
+        panic!("repair_bound holds order keys")
+    };
+    for (h, &key) in keys.iter().enumerate().take(2) {
+        let start = f32::from_bits((if key < 0 { key ^ 0x7FFF_FFFF } else { key }) as u32) as f64;
+        let tau = full.heads[h].tau;
+        assert!(
+            start.is_finite() && start <= tau + 1e-6 * tau.abs().max(1.0),
+            "head {h}: {start} vs τ {tau}"
+        );
+    }
     let repaired = compare(&full, &outputs(&program), None);
     assert!(repaired.passed, "with the repair: {repaired:?}");
     let first = compare(&full, &outputs(&first_only), None);
