@@ -1,3 +1,8 @@
+// K bytes the seeded pass reads at `wide`'s spec and default certified tile on iid keys: with the
+// shipped estimate, and with each head's shared bound started at its float64 τ instead (the
+// "ideal" estimate: the least any estimator could rescore). Interpreter, CPU only. Reproduce:
+// copy to kernels-gen/tests/ and `N=1048576 SMS=4 cargo test --release -p entkv-kernels --test
+// interp_ideal -- --nocapture`.
 use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
 use entkv_kernels::certified_checks::CertifiedCheck;
@@ -14,7 +19,7 @@ fn key(x: f32) -> i32 {
 }
 
 #[test]
-fn ideal() {
+fn interp_ideal() {
     let n: u32 = std::env::var("N")
         .ok()
         .and_then(|s| s.parse().ok())
