@@ -57,6 +57,35 @@ fn tuned_row(f: KernelFamily, s: &PagedSpec, lo: u64, hi: u64, median_us: f64) -
     }
 }
 
+/// Every family at `s` but those in `skip`: its module and default row.
+fn add_default_rows(w: &mut BundleWriter, s: &PagedSpec, skip: &[KernelFamily]) {
+    for f in KernelFamily::ALL {
+        if skip.contains(&f) {
+            continue;
+        }
+        let entries = f.default_tile(s).entries(f, s).unwrap();
+        w.add_module(&module_name(f, s), fake_ptx(&entries), entries)
+            .unwrap();
+        w.add_row(default_row(f, s));
+    }
+}
+
+/// A tuned row of `f` at `s` with `tile` for [1, 2²⁰), in a module of its own (named with the
+/// tile's tag, returned).
+fn add_tuned_tile_row(w: &mut BundleWriter, f: KernelFamily, s: &PagedSpec, tile: TileConfig) -> String {
+    let entries = tile.entries(f, s).unwrap();
+    let module = format!("{}__{}__{}.ptx", f.name(), s.sketch_tag(), tile.tag());
+    w.add_module(&module, fake_ptx(&entries), entries.clone())
+        .unwrap();
+    w.add_row(TableRow {
+        tile,
+        module: module.clone(),
+        entries,
+        ..tuned_row(f, s, 1, 1 << 20, 1.0)
+    });
+    module
+}
+
 /// Every family at `spec()` with its default row, plus tuned decode_dense rows for
 /// [1024, 4096) and [65536, 1048576), and families `skip` left out.
 fn writer_with(skip: &[KernelFamily]) -> BundleWriter {
@@ -64,15 +93,7 @@ fn writer_with(skip: &[KernelFamily]) -> BundleWriter {
     let mut w = BundleWriter::new(meta());
     w.add_spec(s);
     w.add_spec(s); // deduplicated
-    for f in KernelFamily::ALL {
-        if skip.contains(&f) {
-            continue;
-        }
-        let entries = f.default_tile(&s).entries(f, &s).unwrap();
-        w.add_module(&module_name(f, &s), fake_ptx(&entries), entries)
-            .unwrap();
-        w.add_row(default_row(f, &s));
-    }
+    add_default_rows(&mut w, &s, skip);
     if !skip.contains(&KernelFamily::DecodeDense) {
         w.add_row(tuned_row(KernelFamily::DecodeDense, &s, 1024, 4096, 12.5));
         w.add_row(tuned_row(
@@ -327,24 +348,9 @@ fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
     let build_with = |tuned: Option<DenseTile>| {
         let mut w = BundleWriter::new(meta());
         w.add_spec(s4);
-        for fam in KernelFamily::ALL {
-            let entries = fam.default_tile(&s4).entries(fam, &s4).unwrap();
-            w.add_module(&module_name(fam, &s4), fake_ptx(&entries), entries)
-                .unwrap();
-            w.add_row(default_row(fam, &s4));
-        }
+        add_default_rows(&mut w, &s4, &[]);
         if let Some(t) = tuned {
-            let tile = TileConfig::Dense(t);
-            let entries = tile.entries(f, &s4).unwrap();
-            let module = format!("{}__{}__{}.ptx", f.name(), s4.sketch_tag(), tile.tag());
-            w.add_module(&module, fake_ptx(&entries), entries.clone())
-                .unwrap();
-            w.add_row(TableRow {
-                tile,
-                module,
-                entries,
-                ..tuned_row(f, &s4, 1, 1 << 20, 1.0)
-            });
+            add_tuned_tile_row(&mut w, f, &s4, TileConfig::Dense(t));
         }
         w.finish().unwrap()
     };
@@ -411,18 +417,9 @@ fn tensor_core_rows_and_schema_6() {
         mma: true,
         ..t
     });
-    let entries = tile.entries(f, &s).unwrap();
-    let module = format!("{}__{}__{}.ptx", f.name(), s.sketch_tag(), tile.tag());
-    assert!(module.contains("_tc"), "{module}");
     let mut w = writer_with(&[]);
-    w.add_module(&module, fake_ptx(&entries), entries.clone())
-        .unwrap();
-    w.add_row(TableRow {
-        tile,
-        module,
-        entries,
-        ..tuned_row(f, &s, 1, 1 << 20, 1.0)
-    });
+    let module = add_tuned_tile_row(&mut w, f, &s, tile);
+    assert!(module.contains("_tc"), "{module}");
     let t = TempDir::new("mma");
     w.finish().unwrap().write_dir(&t.0).unwrap();
     assert!(String::from_utf8(std::fs::read(t.0.join(MANIFEST_FILE)).unwrap())
