@@ -463,7 +463,6 @@ fn seed_calls(
                 shared_bytes: 0,
             },
             args: vec![
-                buf("seq_lens"),
                 buf("seed_z"),
                 buf("seed"),
                 buf("head_bound"),

@@ -114,17 +114,14 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// `w·Σ [z − t]₊^β = 1`, approached from below by Newton steps from `max − w^(1−α)`; the
 /// last point with a non-negative sum is taken). −∞ with fewer than [`SEED_MIN_SAMPLES`]
 /// samples or where it is not finite. Writes `seed` and `head_bound` (its order key) and resets
-/// the pair's `repair` flag to 0 (the group's first head). Parameters: `seq_lens, seed_z, seed,
-/// head_bound, repair, samples`.
+/// the pair's `repair` flag to 0 (the group's first head). Samples past a sequence are −∞
+/// already, so it needs no lengths. Parameters: `seed_z, seed, head_bound, repair, samples`.
 pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     check(spec, tile)?;
     let ds = &spec.decode;
     let [_, name, _] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
     let mut k = KernelBuilder::new(name, threads);
-    // Read only to keep the argument list uniform with the other seed kernels' inputs: the
-    // samples past a sequence are −∞ already.
-    let _seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
     let seed_z = k.buffer("seed_z", Scalar::F32, Access::Read);
     let seed = k.buffer("seed", Scalar::F32, Access::Write);
     let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
