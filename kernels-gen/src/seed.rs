@@ -137,7 +137,6 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
     let head = k.let_("head", (b * q_heads + h).i64());
     let base = k.let_("base", head * samples.i64());
     let tid = k.let_("tid", k.thread_idx());
-    let n = k.let_("n", samples);
     // One sweep over the head's samples: `body(acc, z)` updates this thread's accumulators,
     // which are then reduced over the block.
     let sweep =
@@ -146,7 +145,7 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
                 .iter()
                 .map(|(_, init)| k.let_typed("sw", Scalar::F32, *init))
                 .collect();
-            k.for_("sj", tid.i32(), n, threads as i32, |k, j| {
+            k.for_("sj", tid.i32(), samples, threads as i32, |k, j| {
                 let z = k.let_("sz", seed_z.at(base + j.i64()));
                 body(k, &acc, z.e());
             });
@@ -164,23 +163,20 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
         },
     );
     let (top, valid) = (first[0], first[1]);
-    // r: walk down the distinct values from the top until SEED_RANK samples are at or above.
+    // r: walk down the distinct values from the top, one sweep a step (the samples at or above
+    // the current value, and the largest below it), while fewer than SEED_RANK are at or
+    // above: SEED_RANK − 1 steps reach the SEED_RANK-th largest.
     let rank = k.let_("rank", top);
-    let at_or_above = |k: &mut KernelBuilder, v: Var| -> Var {
-        sweep(k, &[(Reduce::Sum, 0.0)], &|k, acc, z| {
-            k.assign(acc[0], acc[0] + select(z.ge(v), 1.0f32, 0.0f32));
-        })[0]
-    };
-    let have = at_or_above(&mut k, rank);
-    let have = k.let_("have", have);
     for _ in 1..SEED_RANK {
-        let below = sweep(&mut k, &[(Reduce::Max, neg_inf)], &|k, acc, z| {
-            k.assign(acc[0], select(z.clone().lt(rank), acc[0].max(z), acc[0]));
-        })[0];
-        let more = at_or_above(&mut k, below);
-        let short = k.let_("short", have.lt(SEED_RANK as f32));
-        k.assign(rank, select(short, below, rank));
-        k.assign(have, select(short, more, have));
+        let step = sweep(
+            &mut k,
+            &[(Reduce::Sum, 0.0), (Reduce::Max, neg_inf)],
+            &|k, acc, z| {
+                k.assign(acc[0], acc[0] + select(z.clone().ge(rank), 1.0f32, 0.0f32));
+                k.assign(acc[1], select(z.clone().lt(rank), acc[1].max(z), acc[1]));
+            },
+        );
+        k.assign(rank, select(step[0].lt(SEED_RANK as f32), step[1], rank));
     }
     // t_w: Newton from the left on w·Σ [z − t]₊^β − 1 (convex, decreasing).
     let alpha = ds.alpha;
