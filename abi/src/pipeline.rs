@@ -375,15 +375,16 @@ pub fn decode_calls(
         // the same pass from the first one's rigorous bound τ(K) (`repair_bound`, written by
         // the check) and the same finish, gated (1) on `repair`.
         let [_, _, verify] = seed_entry_names(spec, tile);
+        let heads = heads_i32(heads)?;
         calls.push(CallPlan {
             entry: verify,
-            geometry: LaunchGeometry::cover(heads_i32(heads)?, SEED_THREADS),
+            geometry: LaunchGeometry::cover(heads, SEED_THREADS),
             args: vec![
                 buf("tau"),
                 buf("seed"),
                 buf("repair"),
                 buf("repair_bound"),
-                ArgRef::I32(heads_i32(heads)? as i32),
+                ArgRef::I32(heads as i32),
             ],
         });
         let gated = |args: Vec<ArgRef>| -> Vec<ArgRef> {
@@ -415,7 +416,7 @@ pub fn decode_calls(
     Ok(PipelinePlan { calls, buffers })
 }
 
-/// Query heads a step as the i32 the init kernels take.
+/// Query heads a step, refused past the i32 the init and verify kernels take.
 fn heads_i32(heads: u64) -> Result<u32, SpecError> {
     u32::try_from(heads)
         .ok()

@@ -30,6 +30,7 @@
 
 use crate::finish::{gather, solve_tau, solver_cut, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::page_meta;
+use crate::seed::RepairGate;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
@@ -204,10 +205,7 @@ fn score_pass(
     // A seeded full walk runs twice a step (`entkv_abi::seed`): first every CTA (gate 0), then
     // those of the pairs `certified_verify` flagged (gate 1).
     let seeded = tile.seed && walk_kind == Walk::Full;
-    let repair_gate = seeded.then(|| {
-        let flags = k.buffer("repair", Scalar::I32, Access::Read);
-        (flags, k.scalar_param("gate", Scalar::I32))
-    });
+    let repair_gate = seeded.then(|| RepairGate::declare(&mut k));
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
     let chunks_param = k.scalar_param("chunks_per_split", Scalar::I32);
     let chunks = k.let_("chunks", chunks_param);
@@ -238,10 +236,7 @@ fn score_pass(
         k.let_("walks_row", if selected { takes } else { takes.not() })
     });
     let walk_gate = match repair_gate {
-        Some((flags, gate)) => {
-            let flagged = flags.at(b.i64() * kv_heads.i64() + kvh.i64()).ne_(0i32);
-            Some(k.let_("walks_pair", gate.eq_(0i32).or(flagged)))
-        }
+        Some(g) => Some(g.runs(&mut k, b, kv_heads, kvh)),
         None => walk_gate,
     };
     let lanes = Lanes::new(&mut k, ds, tile);
@@ -1299,10 +1294,7 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     );
     // A seeded tile's finish runs twice a step, as its pass does: every head (gate 0), then
     // the heads of the flagged pairs (gate 1).
-    let repair_gate = tile.seed.then(|| {
-        let flags = k.buffer("repair", Scalar::I32, Access::Read);
-        (flags, k.scalar_param("gate", Scalar::I32))
-    });
+    let repair_gate = tile.seed.then(|| RepairGate::declare(&mut k));
     let splits = k.scalar_param("splits", Scalar::I32);
     let split_len = k.scalar_param("split_len", Scalar::I64);
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
@@ -1448,9 +1440,8 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         )
     };
     match repair_gate {
-        Some((flags, gate)) => {
-            let flagged = flags.at(b.i64() * kv_heads.i64() + kvh.i64()).ne_(0i32);
-            let runs = k.let_("runs_head", gate.eq_(0i32).or(flagged));
+        Some(g) => {
+            let runs = g.runs(&mut k, b, kv_heads, kvh);
             k.if_(runs, body);
         }
         None => body(&mut k),

@@ -19,6 +19,32 @@ fn check(spec: &PagedSpec, tile: &DenseTile) -> Result<(), KernelGenError> {
     Ok(())
 }
 
+/// The `repair, gate` parameters a seeded tile's score pass and finish take: each runs twice a
+/// step, first for every pair (gate 0), then for the pairs `certified_verify` flagged (gate 1).
+#[derive(Clone, Copy)]
+pub(crate) struct RepairGate {
+    flags: Buf,
+    gate: Var,
+}
+
+impl RepairGate {
+    /// Declare the two parameters (in this order, where the kernel's list has them).
+    pub(crate) fn declare(k: &mut KernelBuilder) -> RepairGate {
+        let flags = k.buffer("repair", Scalar::I32, Access::Read);
+        let gate = k.scalar_param("gate", Scalar::I32);
+        RepairGate {
+            flags,
+            gate: k.let_("gate", gate),
+        }
+    }
+
+    /// Whether this launch runs (sequence `b`, KV head `kvh`): CTA-uniform.
+    pub(crate) fn runs(&self, k: &mut KernelBuilder, b: Var, kv_heads: Var, kvh: Var) -> Var {
+        let flagged = self.flags.at(b.i64() * kv_heads.i64() + kvh.i64()).ne_(0i32);
+        k.let_("runs_pair", self.gate.eq_(0i32).or(flagged))
+    }
+}
+
 /// `certified_seed_scores`: grid (⌈samples / SEED_THREADS⌉, KV heads, batch), a thread a
 /// sample. Writes `seed_z[head·samples + j]`, the exact entmax-space score (q'·k plus the
 /// ALiBi term) of sample `j`'s token (`entkv_abi::seed::seed_position`) for each head of the
