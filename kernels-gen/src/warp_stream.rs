@@ -84,6 +84,12 @@ impl HeadBounds {
     fn at(&self, g: usize) -> Expr {
         self.first + g as i64
     }
+
+    /// Head `g`'s bound (its order key), read with an atomic: from L2, never a stale line of
+    /// this SM's L1.
+    fn read(&self, k: &mut KernelBuilder, g: usize) -> Var {
+        k.atomic(AtomicOp::Max, self.buf, self.at(g), i32c(i32::MIN as i64))
+    }
 }
 
 pub struct WarpStream<'a> {
@@ -159,7 +165,7 @@ impl<'a> WarpStream<'a> {
         if let Some(hb) = global.as_ref().filter(|hb| hb.seeded) {
             k.if_(lane.eq_(0u32), |k| {
                 for (g, s) in segs.iter().enumerate() {
-                    let v = k.atomic(AtomicOp::Max, hb.buf, hb.at(g), i32c(i32::MIN as i64));
+                    let v = hb.read(k, g);
                     k.assign(s.global_seen, v);
                 }
             });
@@ -227,13 +233,13 @@ impl<'a> WarpStream<'a> {
                 k.assign(s.filter, s.filter.max(s.lo));
             });
             // Read the CTA's best bound now; it is used by the next chunk's `raise`. So is the
-            // head's (an atomic: it reads L2, never a stale line of this SM's L1).
+            // head's ([`HeadBounds::read`]).
             let seen = k.let_typed("wseen_l0", Scalar::I32, 0);
             k.if_(self.lane.eq_(0u32), |k| {
                 let v = k.atomic(AtomicOp::Max, self.shared_bound, g as u32, i32c(i32::MIN as i64));
                 k.assign(seen, v);
                 if let Some(hb) = &self.global {
-                    let v = k.atomic(AtomicOp::Max, hb.buf, hb.at(g), i32c(i32::MIN as i64));
+                    let v = hb.read(k, g);
                     k.assign(s.global_seen, v);
                 }
             });
@@ -300,7 +306,7 @@ impl<'a> WarpStream<'a> {
             if let Some(hb) = &self.global {
                 let v = k.let_typed("wgbest_l0", Scalar::I32, i32::MIN as i64);
                 k.if_(self.lane.eq_(0u32), |k| {
-                    let r = k.atomic(AtomicOp::Max, hb.buf, hb.at(g), i32c(i32::MIN as i64));
+                    let r = hb.read(k, g);
                     k.assign(v, r);
                 });
                 let v = k.shuffle(ShuffleMode::Idx, v, u32c(0));

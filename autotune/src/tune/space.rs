@@ -182,11 +182,7 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                 // pays where the splits' own bounds rescore much of K (`wide`).
                 let seeded: Vec<DenseTile> = std::iter::once(def)
                     .chain(small.iter().copied())
-                    .map(|t| DenseTile {
-                        share_bound: true,
-                        seed: true,
-                        ..t
-                    })
+                    .map(flip_seed)
                     .collect();
                 v.extend(small);
                 v.extend(flipped);
