@@ -361,12 +361,18 @@ impl DenseTile {
         )
     }
 
-    /// The knobs that belong to one pass: [`DenseTile::share_bound`] is for the warp stream of a
-    /// certified pass over a per-token grid (4-bit sketches), at GQA ≤ [`MAX_SHARE_BOUND_GROUP`];
-    /// [`DenseTile::mma`] for the dense and sparse score passes; [`DenseTile::seed`] needs
-    /// `share_bound` (the estimate is where the shared bounds start). `certified` says whether
-    /// the tile is the certified pass's.
-    pub fn check_pass_knobs(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
+    /// Whether this tile is valid for `spec`'s paged decode: its shape ([`DenseTile::check`])
+    /// and the knobs that belong to one pass. [`DenseTile::share_bound`] is for the warp stream
+    /// of a certified pass over a per-token grid (4-bit sketches), at GQA ≤
+    /// [`MAX_SHARE_BOUND_GROUP`]; [`DenseTile::mma`] for the dense and sparse score passes;
+    /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start).
+    /// `certified` says whether the tile is the certified pass's.
+    pub fn check_for(&self, spec: &PagedSpec, certified: bool) -> Result<(), SpecError> {
+        self.check(&spec.decode)?;
+        self.check_pass_knobs(certified, spec)
+    }
+
+    fn check_pass_knobs(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
         if self.mma && certified {
             return Err(SpecError::BadTile {
                 kernel: "decode_certified",

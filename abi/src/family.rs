@@ -187,8 +187,7 @@ impl TileConfig {
             (F::PageScoreMoments, TileConfig::Moments(t)) => t.check(spec),
             (F::SelectGaussian, TileConfig::Gauss(t)) => t.check(spec),
             (F::DecodeDense | F::DecodeSparse | F::DecodeCertified, TileConfig::Dense(t)) => {
-                t.check(&spec.decode)?;
-                t.check_pass_knobs(family == F::DecodeCertified, spec)
+                t.check_for(spec, family == F::DecodeCertified)
             }
             _ => Err(SpecError::BadShape(format!(
                 "family `{family}` does not take a tile like {}",

@@ -139,6 +139,11 @@ pub enum DecodeKind {
 }
 
 impl DecodeKind {
+    /// Whether the kind's score pass is the certified one (sketch bounds, candidate stream).
+    pub fn is_certified(self) -> bool {
+        matches!(self, DecodeKind::Certified | DecodeKind::CertifiedSelected)
+    }
+
     /// How the kind's score pass is cut into splits.
     pub fn split_policy(self) -> SplitPolicy {
         match self {
@@ -218,9 +223,7 @@ pub fn decode_calls(
     sm_count: u32,
 ) -> Result<PipelinePlan, SpecError> {
     let ds = &spec.decode;
-    tile.check(ds)?;
-    let certified = matches!(kind, DecodeKind::Certified | DecodeKind::CertifiedSelected);
-    tile.check_pass_knobs(certified, spec)?;
+    tile.check_for(spec, kind.is_certified())?;
     let dshape = DenseShape {
         batch: shape.batch,
         kv_heads: shape.kv_heads,
@@ -536,7 +539,7 @@ pub fn decode_buffers_bound(
     max_tokens: u64,
     sm_count: u32,
 ) -> Result<Vec<BufferSpec>, SpecError> {
-    tile.check(&spec.decode)?;
+    tile.check_for(spec, kind.is_certified())?;
     let ws = dense_workspace_bound(
         &spec.decode,
         tile,

@@ -63,8 +63,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// Grid: enough blocks of [`entkv_abi::pipeline::CERTIFIED_INIT_THREADS`] for `heads`.
 /// Parameters: `head_bound, heads`.
 pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    tile.check(&spec.decode)?;
-    tile.check_pass_knobs(true, spec)?;
+    tile.check_for(spec, true)?;
     let threads = entkv_abi::pipeline::CERTIFIED_INIT_THREADS;
     let mut k = KernelBuilder::new(entkv_abi::pipeline::certified_init_entry(spec, tile), threads);
     let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
@@ -159,8 +158,7 @@ fn score_pass(
     refine: bool,
 ) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
-    tile.check(ds)?;
-    tile.check_pass_knobs(true, spec)?;
+    tile.check_for(spec, true)?;
     let selected = walk_kind == Walk::Selected;
     let name = match walk_kind {
         Walk::Full if !refine && refines(spec) => unrefined_entry(spec, tile),
@@ -957,7 +955,7 @@ impl BoundCtx<'_> {
         let per_head = partial.len() / group;
         (0..group)
             .map(|g| {
-                let alibi = alibi_term(qr, g, t, &self.src).map(|a| k.let_("alibi", a));
+                let alibi = self.src.alibi_term(qr.alibi[g], t).map(|a| k.let_("alibi", a));
                 let plus_alibi = |x: Expr| match alibi {
                     Some(a) => x + a,
                     None => x,
@@ -1057,7 +1055,7 @@ impl BoundCtx<'_> {
         let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
         (0..group)
             .map(|g| {
-                let z = match alibi_term(qr, g, t, &self.src) {
+                let z = match self.src.alibi_term(qr.alibi[g], t) {
                     Some(a) => tot[g] + a,
                     None => tot[g].e(),
                 };
@@ -1248,18 +1246,12 @@ fn load_row_if(k: &mut KernelBuilder, lanes: &Lanes, buf: Buf, row: Var, cond: E
     vals
 }
 
-/// `(α−1)·slope_h·(t − (len − 1))` for head `g` (none without ALiBi: adding 0 is not free, `-0 + 0`
-/// is `+0`).
-fn alibi_term(qr: &QueryRegs, g: usize, t: Var, src: &TokenSource) -> Option<Expr> {
-    qr.alibi[g].map(|s| s * (t - (src.seq_len - 1i64)).f32())
-}
-
 /// `decode_certified`: grid (query heads, batch). Parameters: `q, k_pool, v_pool, block_table,
 /// seq_lens, [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, out, tau,
 /// support, kept, [repair, gate] (seeded), splits, split_len, max_pages`.
 pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
-    tile.check(ds)?;
+    tile.check_for(spec, true)?;
     let (_, name) = entry_names(spec, tile);
     let threads = tile.finish_threads;
     let mut k = KernelBuilder::new(name, threads);

@@ -561,7 +561,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             share_bound: !small.share_bound,
             ..small
         };
-        if case.spec.sketch_token_grid() && other.check_pass_knobs(true, &case.spec).is_ok() {
+        if case.spec.sketch_token_grid() && other.check_for(&case.spec, true).is_ok() {
             tiles.push((other, 1));
         }
         for (tile, sm_count) in tiles {
@@ -581,7 +581,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             seed: true,
             ..small
         };
-        if case.spec.sketch_token_grid() && seeded.check_pass_knobs(true, &case.spec).is_ok() {
+        if case.spec.sketch_token_grid() && seeded.check_for(&case.spec, true).is_ok() {
             v.push(Box::new(CertifiedCheck {
                 case: case.clone(),
                 tile: seeded,

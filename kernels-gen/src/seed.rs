@@ -13,12 +13,6 @@ use entkv_abi::seed::{
 use entkv_abi::{DenseTile, PagedSpec};
 use entkv_dsl::*;
 
-fn check(spec: &PagedSpec, tile: &DenseTile) -> Result<(), KernelGenError> {
-    tile.check(&spec.decode)?;
-    tile.check_pass_knobs(true, spec)?;
-    Ok(())
-}
-
 /// The `repair, gate` parameters a seeded tile's score pass and finish take: each runs twice a
 /// step, first for every pair (gate 0), then for the pairs `certified_verify` flagged (gate 1).
 #[derive(Clone, Copy)]
@@ -52,7 +46,7 @@ impl RepairGate {
 /// a 16-byte slice of its row and the group's sums. Parameters: `q, k_pool, block_table,
 /// seq_lens, [alibi_slopes], seed_z, samples, max_pages`.
 pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    check(spec, tile)?;
+    tile.check_for(spec, true)?;
     let ds = &spec.decode;
     let [name, _, _] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
@@ -119,8 +113,8 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
         }
         for (g, (a, zg)) in acc.iter().zip(&z).enumerate() {
             let h = k.let_("h", kvh * group + g as u32);
-            let score = match slope(k, ds, slopes, h) {
-                Some(s) => a.e() + s * (t - (src.seq_len - 1i64)).f32(),
+            let score = match src.alibi_term(slope(k, ds, slopes, h), t) {
+                Some(term) => a.e() + term,
                 None => a.e(),
             };
             k.assign(*zg, score);
@@ -143,7 +137,7 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// the pair's `repair` flag to 0 (the group's first head). Samples past a sequence are −∞
 /// already, so it needs no lengths. Parameters: `seed_z, seed, head_bound, repair, samples`.
 pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    check(spec, tile)?;
+    tile.check_for(spec, true)?;
     let ds = &spec.decode;
     let [_, name, _] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
@@ -251,7 +245,7 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
 /// as tightly as an exact estimate would have. Parameters: `tau, seed, repair, repair_bound,
 /// heads`.
 pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    check(spec, tile)?;
+    tile.check_for(spec, true)?;
     let [_, _, name] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
     let mut k = KernelBuilder::new(name, threads);

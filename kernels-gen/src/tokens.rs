@@ -243,6 +243,13 @@ pub struct ChunkPages {
 }
 
 impl TokenSource {
+    /// The ALiBi term `(α−1)·slope·(t − (len − 1))` of token `t`, given the head's
+    /// `slope` times (α−1) ([`slope`]); none without ALiBi (adding 0 is not free: `-0 + 0` is
+    /// `+0`).
+    pub(crate) fn alibi_term(&self, slope: Option<Var>, t: Var) -> Option<Expr> {
+        slope.map(|s| s * (t - (self.seq_len - 1i64)).f32())
+    }
+
     /// Shared memory for [`TokenSource::stage`]: for a selection whose chunks cover whole pages
     /// or lie inside one (`None` otherwise: a chunk of 48 tokens over pages of 32 starts
     /// inside a page, and its tokens look their pages up one by one).
@@ -592,8 +599,8 @@ fn entmax_score(
     t: Var,
     valid: Var,
 ) -> Var {
-    let score = match slope {
-        Some(s) => dot + s * (t - (src.seq_len - 1i64)).f32(),
+    let score = match src.alibi_term(slope, t) {
+        Some(a) => dot + a,
         None => dot,
     };
     k.let_("z", select(valid, score, f32c(f64::NEG_INFINITY)))
