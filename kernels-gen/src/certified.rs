@@ -32,7 +32,7 @@ use crate::finish::{gather, solve_tau, solver_cut, write_output, CandInputs, Out
 use crate::page_meta;
 use crate::seed::RepairGate;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
-use crate::tokens::{load_queries, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
+use crate::tokens::{load_queries, slope, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::pipeline::SELECTED_WALK_SHARE;
@@ -1336,7 +1336,7 @@ pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
             .into_iter()
             .map(|e| k.let_("qs", e))
             .collect();
-        let slope = slopes.map(|s| k.let_("slope", s.at(h) * (ds.alpha.value() - 1.0)));
+        let slope = slope(&mut k, ds, slopes, h);
         (qs, slope)
     };
 
