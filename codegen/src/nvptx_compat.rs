@@ -132,7 +132,9 @@ const SIMPLIFYCFG_FINAL: &str = "simplifycfg<bonus-inst-threshold=1;no-forward-s
 /// instrumentation and LTO bookkeeping passes, the early full
 /// unroll (the DSL unrolls in Rust; the late `loop-unroll` honours the `llvm.loop.unroll`
 /// metadata), and passes whose input is already their fixpoint here: the repeated runs of
-/// SROA, InstCombine, SimplifyCFG and LICM, jump threading, SCCP, DSE, ADCE, BDCE, MemCpyOpt.
+/// SROA, InstCombine, SimplifyCFG and LICM, jump threading, DSE, ADCE, BDCE, MemCpyOpt. SCCP and
+/// the InstCombine after it stay: `select_topk`'s sweeps over gathered keys come out in
+/// another order without them.
 ///
 /// Re-derive it when moving LLVM (pass names and parameters change): print the new
 /// `default<O3>`, drop passes one at a time while `pipeline_check` reports identical PTX, and
@@ -148,7 +150,7 @@ pub fn lean_o3_pipeline() -> String {
              correlated-propagation,{INSTCOMBINE},reassociate,\
              loop-mssa(licm<no-allowspeculation>,loop-rotate<header-duplication;no-prepare-for-lto>,\
              licm<allowspeculation>),{SIMPLIFYCFG},{INSTCOMBINE},loop(indvars,loop-deletion),gvn<>,\
-             correlated-propagation,{SIMPLIFYCFG_HOIST_SINK})"
+             sccp,{INSTCOMBINE},correlated-propagation,{SIMPLIFYCFG_HOIST_SINK})"
         ),
         "globalopt".to_string(),
         format!(

@@ -2,8 +2,10 @@
 //! interpreter against its float64 references: every `entkv_kernels::topk::checks()` case.
 //! The checks are split over a few tests so the harness can run them in parallel.
 
-use entkv_kernels::suite::interp_failures;
+use entkv_abi::{DType, DecodeSpec, PagedSpec, SelectTopkTile};
+use entkv_kernels::suite::{interp_failures, KernelCheck};
 use entkv_kernels::topk::checks;
+use entkv_kernels::topk::checks::{ScorePattern, SelectCheck};
 
 /// Run every `parts`-th check starting at `part`; print each outcome, fail on any miss.
 fn run_part(part: usize, parts: usize) {
@@ -29,4 +31,46 @@ fn topk_checks_part_1() {
 #[test]
 fn topk_checks_part_2() {
     run_part(2, 3);
+}
+
+/// How many times `select_topk` reads a streamed head's scores (bytes loaded ÷ the head's
+/// scores), on 70000 scored pages (a 1.12M-token sequence) with the default tile, keeping 25%.
+fn score_sweeps(pattern: ScorePattern) -> f64 {
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let check = SelectCheck {
+        label: "sweeps",
+        spec,
+        kv_heads: 1,
+        seq_lens: vec![16 * 70_001 - 3],
+        pattern,
+        budget_pages: 17_500,
+        tile: SelectTopkTile::default_for(&spec),
+        seed: 9,
+    };
+    let mut p = check.program().unwrap();
+    let stats = p.run_interp().unwrap();
+    let outcome = check.verify(&p);
+    assert!(outcome.passed, "{pattern:?}: {}", outcome.detail);
+    let read = stats[0]
+        .buffers
+        .iter()
+        .find(|b| b.name == "page_scores")
+        .unwrap()
+        .bytes_loaded;
+    read as f64 / (70_000.0 * 4.0)
+}
+
+/// A streamed head whose sample pivots bracket the k-th score reads its scores about twice
+/// (the gather and the compaction, each loading whole sweeps, plus a 4096-key sample); one whose sample
+/// misleads streams every search pass as well, and is still exact.
+#[test]
+fn streamed_heads_read_two_sweeps_when_the_pivots_hold() {
+    let held = score_sweeps(ScorePattern::Random);
+    assert!(
+        (2.0..2.2).contains(&held),
+        "pivots held: {held:.3} sweeps of the scores"
+    );
+    let misled = score_sweeps(ScorePattern::SampleDecoy);
+    assert!(misled >= 4.0, "pivots misled: {misled:.3} sweeps of the scores");
+    println!("score sweeps: {held:.3} with the pivots, {misled:.3} without");
 }

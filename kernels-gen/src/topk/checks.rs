@@ -444,6 +444,10 @@ pub enum ScorePattern {
     FewLevels,
     /// Signed zeros, infinities, subnormals and extremes mixed with ordinary values.
     Special,
+    /// [`ScorePattern::Random`], except the pages a streamed head samples for its pivots
+    /// (`select_topk`'s `⌊i·n/S⌋`, `S` the tile's sweep) all score 0: the pivots bracket
+    /// nothing near the k-th score, and the search must stream instead.
+    SampleDecoy,
 }
 
 /// `select_topk` alone on host-made scores for a batch of lengths and KV heads.
@@ -488,7 +492,7 @@ impl SelectCheck {
                 let row = &mut s[(b * self.kv_heads as usize + kvh) * mp..][..n];
                 for v in row.iter_mut() {
                     *v = match self.pattern {
-                        ScorePattern::Random => rng.gen_range(-8.0f32..8.0),
+                        ScorePattern::Random | ScorePattern::SampleDecoy => rng.gen_range(-8.0f32..8.0),
                         ScorePattern::AllEqual => 0.75,
                         ScorePattern::FewLevels => [-1.5f32, 0.25, 0.5, 2.0][rng.gen_range(0..4)],
                         ScorePattern::Special => {
@@ -499,6 +503,12 @@ impl SelectCheck {
                             }
                         }
                     };
+                }
+                let sweep = (self.tile.threads * self.tile.items_per_thread) as usize;
+                if self.pattern == ScorePattern::SampleDecoy && n > sweep {
+                    for i in 0..sweep {
+                        row[i * n / sweep] = 0.0;
+                    }
                 }
             }
         }
@@ -807,6 +817,40 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         None,
         5,
     ));
-    v.push(sel("huge_ties", huge, ScorePattern::FewLevels, 30_000, None, 6));
+    v.push(sel(
+        "huge_ties",
+        huge.clone(),
+        ScorePattern::FewLevels,
+        30_000,
+        None,
+        6,
+    ));
+    // Heads of four sweeps or more search the keys their sample's pivots gather: tie groups
+    // of ~1250 straddling the threshold (they fit), and infinities, signed zeros and extremes.
+    v.push(sel(
+        "pivots_few_levels",
+        vec![16 * 5001, 16 * 3500 + 7],
+        ScorePattern::FewLevels,
+        1_700,
+        Some(small),
+        9,
+    ));
+    v.push(sel(
+        "pivots_special",
+        vec![16 * 5001, 16 * 4000 + 3],
+        ScorePattern::Special,
+        900,
+        Some(small),
+        10,
+    ));
+    // Streamed heads whose sample misleads the pivots, on a small tile (many sweeps).
+    v.push(sel(
+        "sample_decoy",
+        vec![16 * 5000 + 9, 16 * 70_001 - 3],
+        ScorePattern::SampleDecoy,
+        1_000,
+        Some(small),
+        8,
+    ));
     v
 }

@@ -15,8 +15,15 @@
 //!   `need` keys equal to it, placing each by a block scan of packed (above, equal) counts.
 //! - A head whose scored pages fit one sweep (`threads · items`) loads its keys once and keeps
 //!   them in registers for every pass, and its first digit starts at the highest bit where its
-//!   keys differ ([`start_at_range`]); longer heads stream their sweeps from memory (L2) in
-//!   every pass. The branch is block-uniform (one head per CTA).
+//!   keys differ ([`start_at_range`]). The branch is block-uniform (one head per CTA).
+//! - A head of [`PIVOT_MIN_SWEEPS`] sweeps or more first brackets its k-th key from a sample
+//!   ([`pivots`]): one sweep of keys spread evenly over the head, whose ranks around `k·S/n`
+//!   give pivots `lo ≤ hi`. One streamed sweep counts the keys above `hi` and gathers those in
+//!   `[lo, hi]` into shared memory; when the k-th key is among them (and they fit), the search
+//!   runs on the gathered keys alone. Otherwise (a sample that misleads, a tie group too large)
+//!   the search streams every pass from memory (L2), as shorter heads do. Either way the
+//!   result is exact; the pivots only decide how often the head's scores are read (about twice
+//!   instead of four times at 1M tokens).
 //!
 //! The histogram threads keep a run (digit, count) and flush it with one shared atomic when the
 //! digit changes: in the first pass nearly every key shares the sign/exponent byte, and without
@@ -44,6 +51,10 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
     let items = tile.items_per_thread;
     let sweep = (threads * items) as i32;
     let mut k = KernelBuilder::new(select_topk_entry(spec, tile), threads);
+    // One CTA a head: two an SM put `paper`'s 192 heads in one wave on 132 SMs, and more buy
+    // nothing. Without the bound ptxas caps the sample's search at 32–40 registers and spills
+    // (256 × 8 and 1024 × 4 items, local ptxas 13); 1024 threads fit only one CTA at ≤ 64.
+    k.set_min_blocks_per_sm(if threads <= 512 { 2 } else { 1 });
     let scores = k.buffer("page_scores", Scalar::F32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
     let sel_pages = k.buffer("sel_pages", Scalar::I32, Access::Write);
@@ -60,16 +71,8 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
     let (tid, n, row) = (sel.tid, sel.full, sel.row);
     let kk = k.let_("kk", budget.max(0i32).min(n));
 
-    // Invariant: the pages still to choose are the `need` largest among the keys matching
-    // `prefix` on the bits of `mask`; every key above the prefix is kept.
-    let st = Search {
-        prefix: k.let_typed("prefix", Scalar::U32, 0),
-        mask: k.let_typed("mask", Scalar::U32, 0),
-        need: k.let_("need", kk.u32()),
-        shift: k.let_typed("shift", Scalar::U32, 32 - RADIX_BITS),
-        // Keeping none or all needs no search: the empty prefix matches every key.
-        done: k.let_("done", kk.eq_(n).or(kk.eq_(0i32))),
-    };
+    // Keeping none or all needs no search: the empty prefix matches every key.
+    let st = Search::new(&mut k, kk.u32(), kk.eq_(n).or(kk.eq_(0i32)));
     let cx = Sweeps {
         scores,
         row,
@@ -93,13 +96,37 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
         n.le(sweep),
         |k| {
             let keys = cx.load_keys(k, i32c(0), Order::Consecutive);
-            start_at_range(k, &st, &bufs, &keys);
+            start_at_range(k, &st, &bufs, &mut |k, _, body| body(k, &keys));
             search(k, &st, &bufs, false, &mut |k, _, body| body(k, &keys));
             compact(k, &st, &bufs, kk, &mut |k, _, body| body(k, &keys));
         },
         |k| {
-            search(k, &st, &bufs, true, &mut |k, order, body| {
-                cx.stream(k, order, body)
+            let gathered = k.shared("gathered", Scalar::U32, GATHER_CAP);
+            let found = k.let_typed("found", Scalar::Bool, false);
+            k.if_(st.done.not().and(n.ge(sweep * PIVOT_MIN_SWEEPS as i32)), |k| {
+                let (lo, hi) = pivots(k, &cx, &bufs, kk);
+                let (above, count) = gather(k, &cx, &bufs, gathered, lo, hi);
+                let kk = k.let_("keep", kk.u32());
+                let ok = above.lt(kk).and(kk.le(above + count)).and(count.le(GATHER_CAP));
+                k.assign(found, ok);
+                k.if_(found, |k| {
+                    let shared = SharedKeys {
+                        keys: gathered,
+                        count,
+                        tid,
+                        threads,
+                        items,
+                    };
+                    k.assign(st.need, kk - above);
+                    start_at_range(k, &st, &bufs, &mut |k, _, body| shared.sweeps(k, body));
+                    search(k, &st, &bufs, false, &mut |k, _, body| shared.sweeps(k, body));
+                    resolve(k, &st, &bufs, &mut |k, _, body| shared.sweeps(k, body));
+                });
+            });
+            k.if_(found.not(), |k| {
+                search(k, &st, &bufs, true, &mut |k, order, body| {
+                    cx.stream(k, order, body)
+                });
             });
             compact(k, &st, &bufs, kk, &mut |k, order, body| cx.stream(k, order, body));
         },
@@ -109,7 +136,8 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
 }
 
 /// The search state: the pages still to choose are the `need` largest among the keys
-/// matching `prefix` on the bits of `mask`; `shift` is the next digit's position.
+/// matching `prefix` on the bits of `mask` (every key above the prefix is kept); `shift` is the
+/// next digit's position.
 struct Search {
     prefix: Var,
     mask: Var,
@@ -117,6 +145,34 @@ struct Search {
     shift: Var,
     done: Var,
 }
+
+impl Search {
+    /// The `need` largest of all keys: the empty prefix, the first digit byte-aligned.
+    fn new(k: &mut KernelBuilder, need: Expr, done: Expr) -> Search {
+        Search {
+            prefix: k.let_typed("prefix", Scalar::U32, 0),
+            mask: k.let_typed("mask", Scalar::U32, 0),
+            need: k.let_("need", need),
+            shift: k.let_typed("shift", Scalar::U32, 32 - RADIX_BITS),
+            done: k.let_("done", done),
+        }
+    }
+}
+
+/// Keys [`gather`] collects in shared memory (16 KiB): about twice what the pivots' margin
+/// leaves between them at 1M tokens (65535 scored pages) with a 4096-key sample.
+pub const GATHER_CAP: u32 = 4096;
+
+/// Heads of fewer sweeps than this search by streaming alone: with the sample half or a
+/// third of the keys, its two searches cost more work than the passes they save (interpreter
+/// counts: 8191 pages with 4096-key sweeps, 1.58× the lane operations for 2.5 sweeps of the
+/// scores read instead of 4; at 16 sweeps 0.81× for 2.06 instead of 4).
+const PIVOT_MIN_SWEEPS: u32 = 4;
+
+/// How far (in standard deviations of a sample rank) the pivots sit from the k-th key's
+/// expected rank in the sample: the k-th key falls outside them about once in 400 heads, and
+/// that head streams its search instead.
+const PIVOT_SIGMAS: f64 = 3.0;
 
 /// What the passes share: shared-memory scratch, the output row and the thread index.
 struct SelectBufs {
@@ -165,6 +221,23 @@ impl Sweeps {
         loaded
             .into_iter()
             .map(|(j, valid, s)| (j, valid, radix_key(k, s)))
+            .collect()
+    }
+
+    /// One sweep of keys spread evenly over a head longer than a sweep: sample `i` (dealt
+    /// strided over the threads) is page `⌊i·n/S⌋`, `S = threads·items < n`, so the pages are
+    /// distinct and every one is valid (one constant flag for all, which keeps the sample's
+    /// registers to its keys).
+    fn load_sample(&self, k: &mut KernelBuilder) -> Vec<(Var, Var, Var)> {
+        let (tid, threads, items, n) = (self.tid, self.threads, self.items, self.n);
+        let sample = (threads * items) as i64;
+        let loaded = load_items(k, self.scores, self.row, i32c(0), n, items, |r| {
+            ((tid.i64() + (r * threads) as i64) * n.i64() / sample).i32()
+        });
+        let valid = k.let_("sampled", boolc(true));
+        loaded
+            .into_iter()
+            .map(|(j, _, s)| (j, valid, radix_key(k, s)))
             .collect()
     }
 
@@ -255,22 +328,29 @@ fn search(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, runs: bool, swe
     });
 }
 
-/// Start the search of keys held in registers at the highest bit where they differ: the bits
-/// above it are common to every key, so the first pass already spreads the keys over their
-/// actual range. Scores of one head share the sign and most exponent bits, and a byte-aligned
-/// start spends a pass on them (3 → 2 passes at 8191 random pages in a float model of the box
-/// bounds; select_topk at 128k 23.1 → 20.3 µs on the H200). Keys all equal (or one key) need
-/// no pass: the prefix is that key. Streamed keys start byte-aligned: there the range would
-/// take a sweep of its own, which costs as much as the pass it saves (L2 latency per sweep;
-/// 120 → 130 µs at 1M when tried).
-fn start_at_range(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, keys: &SweepKeys) {
-    let lo = keys.iter().fold(u32c(u32::MAX as u64), |m, &(_, valid, key)| {
-        m.min(select(valid, key, u32c(u32::MAX as u64)))
+/// Start the search at the highest bit where the keys differ: the bits above it are common
+/// to every key, so the first pass already spreads the keys over their actual range. Scores of
+/// one head share the sign and most exponent bits, and a byte-aligned start spends a pass on
+/// them (3 → 2 passes at 8191 random pages in a float model of the box bounds; select_topk at
+/// 128k 23.1 → 20.3 µs on the H200). Keys all equal (or one key) need no pass: the prefix is
+/// that key. For keys in registers or gathered in shared memory; streamed keys start
+/// byte-aligned: there the range would take a sweep of its own, which costs as much as the
+/// pass it saves (L2 latency per sweep; 120 → 130 µs at 1M when tried).
+fn start_at_range(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, sweeps: &mut ForSweeps) {
+    let max = || u32c(u32::MAX as u64);
+    let lo = k.let_typed("range_lo", Scalar::U32, max());
+    let hi = k.let_typed("range_hi", Scalar::U32, 0);
+    sweeps(k, Order::Strided, &mut |k, keys| {
+        let l = keys
+            .iter()
+            .fold(lo.e(), |m, &(_, valid, key)| m.min(select(valid, key, max())));
+        let h = keys
+            .iter()
+            .fold(hi.e(), |m, &(_, valid, key)| m.max(select(valid, key, 0u32)));
+        k.assign(lo, l);
+        k.assign(hi, h);
     });
-    let hi = keys
-        .iter()
-        .fold(u32c(0), |m, &(_, valid, key)| m.max(select(valid, key, 0u32)));
-    let range = k.block_allreduce_many(&[(Reduce::Min, lo), (Reduce::Max, hi)], bufs.range);
+    let range = k.block_allreduce_many(&[(Reduce::Min, lo.e()), (Reduce::Max, hi.e())], bufs.range);
     let diff = k.let_("key_diff", range[0] ^ range[1]);
     // Bit length of `diff` (no count-leading-zeros in the IR): a five-step binary search.
     let top = k.let_typed("top_bit", Scalar::U32, 0);
@@ -280,12 +360,131 @@ fn start_at_range(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, keys: &
     }
     let bits = k.let_("diff_bits", select(diff.ne_(0u32), top + 1u32, 0u32));
     // Shift amounts stay below 32: `bits = 0` takes the all-ones mask through the select.
-    let low = u32c(u32::MAX as u64) >> (u32c(32) - bits).min(31u32);
-    let common = k.let_("common", select(bits.eq_(0u32), u32c(u32::MAX as u64), low.not()));
+    let low = max() >> (u32c(32) - bits).min(31u32);
+    let common = k.let_("common", select(bits.eq_(0u32), max(), low.not()));
     k.assign(st.mask, common);
     k.assign(st.prefix, range[0] & common);
     k.assign(st.shift, select(bits.gt(RADIX_BITS), bits - RADIX_BITS, 0u32));
     k.assign(st.done, st.done.or(bits.eq_(0u32)));
+}
+
+/// Finish a search of some of the head's keys so that its result holds for all of them: a
+/// search that stopped early (its bin held exactly the keys still needed, all kept) takes the
+/// smallest key of that bin as its threshold and every key equal to it as still needed.
+/// Afterwards `prefix` is the searched key itself and `mask` all ones, so keys that were not
+/// searched compare with it correctly.
+fn resolve(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, sweeps: &mut ForSweeps) {
+    let max = || u32c(u32::MAX as u64);
+    k.if_(st.mask.ne_(max()), |k| {
+        let low = k.let_typed("bin_min", Scalar::U32, max());
+        sweeps(k, Order::Strided, &mut |k, keys| {
+            let m = keys.iter().fold(low.e(), |m, &(_, valid, key)| {
+                m.min(select(valid.and((key & st.mask).eq_(st.prefix)), key, max()))
+            });
+            k.assign(low, m);
+        });
+        let threshold = k.block_allreduce(Reduce::Min, low, bufs.range);
+        let equal = k.let_typed("bin_equal", Scalar::U32, 0);
+        sweeps(k, Order::Strided, &mut |k, keys| {
+            let c = keys.iter().fold(equal.e(), |c, &(_, valid, key)| {
+                c + select(valid.and(key.eq_(threshold)), 1u32, 0u32)
+            });
+            k.assign(equal, c);
+        });
+        let equal = k.block_allreduce(Reduce::Sum, equal, bufs.range);
+        k.assign(st.prefix, threshold);
+        k.assign(st.mask, max());
+        k.assign(st.need, equal);
+    });
+}
+
+/// Pivots `lo ≤ hi` that bracket the head's k-th largest key in most heads: the keys of
+/// sample ranks `r + m` and `r − m` (largest first) of [`Sweeps::load_sample`], `r = k·S/n` the
+/// k-th key's expected rank in the sample and `m` [`PIVOT_SIGMAS`] of its binomial standard
+/// deviation (plus two). Each is a search of the sample in registers.
+fn pivots(k: &mut KernelBuilder, cx: &Sweeps, bufs: &SelectBufs, kk: Var) -> (Var, Var) {
+    let size = (cx.threads * cx.items) as i64;
+    let sample = cx.load_sample(k);
+    let expected = k.let_("sample_rank", (kk.i64() * size / cx.n.i64()).i32());
+    let keep = k.let_("keep_share", kk.f32() * cx.n.f32().rcp());
+    let sd = (keep * (f32c(1.0) - keep) * size as f64).max(0.0f32).sqrt();
+    let margin = k.let_("margin", (sd * PIVOT_SIGMAS).ceil().i32() + 2i32);
+    let key_at = |k: &mut KernelBuilder, rank: Expr| {
+        let st = Search::new(k, rank.u32(), boolc(false));
+        let mut in_sample =
+            |k: &mut KernelBuilder, _: Order, body: &mut dyn FnMut(&mut KernelBuilder, &SweepKeys)| {
+                body(k, &sample)
+            };
+        start_at_range(k, &st, bufs, &mut in_sample);
+        search(k, &st, bufs, false, &mut in_sample);
+        resolve(k, &st, bufs, &mut in_sample);
+        st.prefix
+    };
+    let lo = key_at(k, (expected + margin).min(size as i32));
+    let hi = key_at(k, (expected - margin).max(1i32));
+    (lo, hi)
+}
+
+/// One streamed sweep of the head: counts the keys above `hi` (block total) and gathers those
+/// in `[lo, hi]` into `gathered`, the first [`GATHER_CAP`] of them (`count` says how many there
+/// were).
+fn gather(
+    k: &mut KernelBuilder,
+    cx: &Sweeps,
+    bufs: &SelectBufs,
+    gathered: Buf,
+    lo: Var,
+    hi: Var,
+) -> (Var, Var) {
+    let above = k.let_typed("above", Scalar::U32, 0);
+    let count = k.let_typed("gathered_n", Scalar::U32, 0);
+    cx.stream(k, Order::Strided, &mut |k, keys| {
+        let (mut up, mut mine, mut mids) = (above.e(), u32c(0), Vec::new());
+        for &(_, valid, key) in keys {
+            let mid = k.let_("mid", valid.and(key.ge(lo)).and(key.le(hi)));
+            up = up + select(valid.and(key.gt(hi)), 1u32, 0u32);
+            mine = mine + select(mid, 1u32, 0u32);
+            mids.push((key, mid));
+        }
+        k.assign(above, up);
+        let (excl, total) = k.block_exclusive_scan(mine, bufs.scan);
+        let at = k.let_("gather_at", count + excl);
+        for (key, mid) in mids {
+            k.if_(mid, |k| {
+                k.if_(at.lt(GATHER_CAP), |k| k.store(gathered, at, key));
+                k.assign(at, at + 1u32);
+            });
+        }
+        k.assign(count, count + total);
+    });
+    let above = k.block_allreduce(Reduce::Sum, above, bufs.range);
+    (above, count)
+}
+
+/// The keys [`gather`] collected, read from shared memory in sweeps of `threads · items`.
+struct SharedKeys {
+    keys: Buf,
+    count: Var,
+    tid: Var,
+    threads: u32,
+    items: u32,
+}
+
+impl SharedKeys {
+    fn sweeps(&self, k: &mut KernelBuilder, body: &mut dyn FnMut(&mut KernelBuilder, &SweepKeys)) {
+        let sweep = (self.threads * self.items) as i32;
+        k.for_("gbase", 0i32, self.count.i32(), sweep, |k, base| {
+            let keys: Vec<(Var, Var, Var)> = (0..self.items)
+                .map(|r| {
+                    let i = k.let_("gi", base.clone() + self.tid.i32() + (r * self.threads) as i32);
+                    let valid = k.let_("gvalid", i.lt(self.count.i32()));
+                    let key = k.let_("gkey", self.keys.at(select(valid, i, 0i32)));
+                    (i, valid, key)
+                })
+                .collect();
+            body(k, &keys)
+        });
+    }
 }
 
 /// Order-preserving compaction: keep the keys above the prefix and the first `need` equal to
