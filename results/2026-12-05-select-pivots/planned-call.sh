@@ -1,6 +1,6 @@
 # Planned device call for select_topk's sample pivots (not run: this session had no device).
 # Build the new binaries at the commit that lands it (scripts/build-gpu-bins.sh -> .gpu/x.txz) and
-# the old ones at 52c72c0 (entkv and autotune only, same packing, -> .gpu/old.txz); run with carry
+# the old ones at 5ea6afa (entkv and autotune only, same packing, -> .gpu/old.txz); run with carry
 # [".gpu/x.txz", ".gpu/old.txz"], timeout 400.
 # 1) The select_topk family tuned alone at 128k and 1M on `paper` and `gqa` by each build: the
 #    tune logs give every tile's median (µs) in the same call (the A/B).
