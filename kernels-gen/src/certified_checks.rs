@@ -95,16 +95,7 @@ impl KernelCheck for CertifiedCheck {
         let spec = &self.case.spec;
         let x = self.case.inputs();
         let full = paged_reference(spec, &x);
-        let got = DenseOutputs {
-            out: ran.get("out").to_f64_vec(),
-            tau: ran.get("tau").to_f64_vec(),
-            support: ran
-                .get("support")
-                .to_f64_vec()
-                .into_iter()
-                .map(|v| v as i64)
-                .collect(),
-        };
+        let got = DenseOutputs::of_program(ran);
         let c = compare(&full, &got, None);
         let kept = ran.get("kept").to_f64_vec();
         let group = spec.decode.group as usize;

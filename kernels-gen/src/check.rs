@@ -135,6 +135,26 @@ pub struct DenseOutputs {
     pub support: Vec<i64>,
 }
 
+impl DenseOutputs {
+    /// A decode's `out`, `tau` and `support` buffers as read back from the interpreter.
+    pub fn from_buffers(
+        out: &entkv_dsl::interp::HostBuffer,
+        tau: &entkv_dsl::interp::HostBuffer,
+        support: &entkv_dsl::interp::HostBuffer,
+    ) -> DenseOutputs {
+        DenseOutputs {
+            out: out.to_f64_vec(),
+            tau: tau.to_f64_vec(),
+            support: support.to_f64_vec().into_iter().map(|x| x as i64).collect(),
+        }
+    }
+
+    /// [`DenseOutputs::from_buffers`] of a program that ran.
+    pub fn of_program(ran: &crate::program::Program) -> DenseOutputs {
+        DenseOutputs::from_buffers(ran.get("out"), ran.get("tau"), ran.get("support"))
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DenseCheck {
     pub heads: usize,
@@ -302,11 +322,7 @@ pub mod interp {
                 Arg::Scalar(n),
             ],
         )?;
-        let outputs = DenseOutputs {
-            out: out.to_f64_vec(),
-            tau: tau.to_f64_vec(),
-            support: support.to_f64_vec().into_iter().map(|x| x as i64).collect(),
-        };
+        let outputs = DenseOutputs::from_buffers(&out, &tau, &support);
         Ok((
             outputs,
             DenseRunStats {

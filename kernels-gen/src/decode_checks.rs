@@ -151,16 +151,7 @@ impl KernelCheck for PagedDecodeCheck {
             Selection::All => full.clone(),
             _ => selected_reference(spec, &x, &self.pages(&x, &full)),
         };
-        let got = DenseOutputs {
-            out: ran.get("out").to_f64_vec(),
-            tau: ran.get("tau").to_f64_vec(),
-            support: ran
-                .get("support")
-                .to_f64_vec()
-                .into_iter()
-                .map(|v| v as i64)
-                .collect(),
-        };
+        let got = DenseOutputs::of_program(ran);
         let c = compare(&reference, &got, None);
         let mut passed = c.passed;
         let mut detail = format!(
