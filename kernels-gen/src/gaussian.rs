@@ -480,6 +480,10 @@ pub fn tau_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, KernelGe
     Ok(k.finish()?)
 }
 
+/// The most (page, head) pairs of μ and σ a `select_gaussian` thread carries into the next
+/// chunk.
+const PREFETCH_PAIRS: u32 = 16;
+
 /// `select_gaussian`: grid (kv heads, batch).
 pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, KernelGenError> {
     tile.check(spec)?;
@@ -581,18 +585,61 @@ pub fn select_kernel(spec: &PagedSpec, tile: &GaussTile) -> Result<Kernel, Kerne
     let out_row = sel.row;
     let written = k.let_typed("written", Scalar::I32, 0);
     let chunk = (threads * per) as i32;
+    // Each (page, head)'s (μ, σ) of this thread's pages of the chunk from `c0`; the next chunk's
+    // are loaded before this chunk's tests and scan, so that their round trip overlaps them.
+    let load_chunk = |k: &mut KernelBuilder, c0: Expr| -> Vec<Vec<(Var, Var)>> {
+        let first = k.let_("first", c0 + tid.i32() * per as i32);
+        (0..per as i32)
+            .map(|r| {
+                let p = k.let_("p", first + r);
+                let pc = k.let_("pc", select(p.lt(stats), p, 0i32).i64());
+                heads
+                    .iter()
+                    .map(|hd| {
+                        let at = hd.row * mp + pc;
+                        (
+                            k.let_("mu", page_mu.at(at.clone())),
+                            k.let_("sg", page_sigma.at(at)),
+                        )
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // Up to PREFETCH_PAIRS (page, head) pairs a thread; more spilled (local ptxas 13: 268 B at
+    // G 4 × 8 pages, 512 threads), and they have as many loads in flight already.
+    let next = (per * group <= PREFETCH_PAIRS).then(|| load_chunk(&mut k, i32c(0)));
     k.for_("c0", 0i32, stats, chunk, |k, c0| {
+        let current: Vec<Vec<(Var, Var)>> = match &next {
+            None => load_chunk(k, c0.clone()),
+            Some(next) => {
+                let current = next
+                    .iter()
+                    .map(|page| {
+                        page.iter()
+                            .map(|&(mu, sg)| (k.let_("cur_mu", mu), k.let_("cur_sg", sg)))
+                            .collect()
+                    })
+                    .collect();
+                let after = k.let_("after", c0.clone() + chunk);
+                k.if_(after.lt(stats), |k| {
+                    for (page, loaded) in next.iter().zip(load_chunk(k, after.e())) {
+                        for (&(mu, sg), (lmu, lsg)) in page.iter().zip(loaded) {
+                            k.assign(mu, lmu);
+                            k.assign(sg, lsg);
+                        }
+                    }
+                });
+                current
+            }
+        };
         let first = k.let_("first", c0 + tid.i32() * per as i32);
         let mut keeps = Vec::new();
-        for r in 0..per as i32 {
-            let p = k.let_("p", first + r);
+        for (r, page) in current.iter().enumerate() {
+            let p = k.let_("p", first + r as i32);
             let valid = k.let_("valid", p.lt(stats));
-            let pc = k.let_("pc", select(valid, p, 0i32).i64());
             let any = k.let_("any", false);
-            for hd in &heads {
-                let at = hd.row * mp + pc;
-                let mu = k.let_("mu", page_mu.at(at.clone()));
-                let sg = k.let_("sg", page_sigma.at(at));
+            for (hd, &(mu, sg)) in heads.iter().zip(page) {
                 // Written `!(score ≤ floor)`: a NaN threshold keeps the page (fail safe).
                 let keep = k.let_(
                     "keep",

@@ -159,6 +159,9 @@ impl Search {
     }
 }
 
+/// The most items a thread may carry into the next sweep of a streamed pass ([`Sweeps::stream`]).
+const PREFETCH_MAX_ITEMS: u32 = 8;
+
 /// Keys [`gather`] collects in shared memory (16 KiB): about twice what the pivots' margin
 /// leaves between them at 1M tokens (65535 scored pages) with a 4096-key sample.
 pub const GATHER_CAP: u32 = 4096;
@@ -213,15 +216,19 @@ type ForSweeps<'a> =
 
 impl Sweeps {
     fn load_keys(&self, k: &mut KernelBuilder, base: Expr, order: Order) -> Vec<(Var, Var, Var)> {
-        let (tid, threads, items) = (self.tid, self.threads, self.items);
-        let loaded = load_items(k, self.scores, self.row, base, self.n, items, |r| match order {
-            Order::Strided => tid.i32() + (r * threads) as i32,
-            Order::Consecutive => (tid * items).i32() + r as i32,
-        });
-        loaded
+        self.load_scores(k, base, order)
             .into_iter()
             .map(|(j, valid, s)| (j, valid, radix_key(k, s)))
             .collect()
+    }
+
+    /// One sweep's (page, valid, score) from `base`, dealt in `order`.
+    fn load_scores(&self, k: &mut KernelBuilder, base: Expr, order: Order) -> Vec<(Var, Var, Var)> {
+        let (tid, threads, items) = (self.tid, self.threads, self.items);
+        load_items(k, self.scores, self.row, base, self.n, items, |r| match order {
+            Order::Strided => tid.i32() + (r * threads) as i32,
+            Order::Consecutive => (tid * items).i32() + r as i32,
+        })
     }
 
     /// One sweep of keys spread evenly over a head longer than a sweep: sample `i` (dealt
@@ -241,7 +248,12 @@ impl Sweeps {
             .collect()
     }
 
-    /// Every sweep loaded from memory.
+    /// Every sweep loaded from memory, the next sweep's loads issued before this sweep's work
+    /// so that their L2 round trip overlaps it (the sweeps of a pass end in block scans and
+    /// barriers). The raw scores are carried; their keys are made where they are used, so no
+    /// instruction waits on the loads in flight. Tiles of more than [`PREFETCH_MAX_ITEMS`]
+    /// items load each sweep in its own iteration: they have that many loads in flight already,
+    /// and carrying another sweep spilled (316 B at 16 items and ≥ 512 threads, local ptxas 13).
     fn stream(
         &self,
         k: &mut KernelBuilder,
@@ -249,8 +261,33 @@ impl Sweeps {
         body: &mut dyn FnMut(&mut KernelBuilder, &SweepKeys),
     ) {
         let sweep = (self.threads * self.items) as i32;
+        if self.items > PREFETCH_MAX_ITEMS {
+            k.for_("base", 0i32, self.n, sweep, |k, base| {
+                let keys = self.load_keys(k, base, order);
+                body(k, &keys)
+            });
+            return;
+        }
+        let next = self.load_scores(k, i32c(0), order);
         k.for_("base", 0i32, self.n, sweep, |k, base| {
-            let keys = self.load_keys(k, base, order);
+            let current: Vec<(Var, Var, Var)> = next
+                .iter()
+                .map(|&(j, valid, s)| (k.let_("cur_j", j), k.let_("cur_valid", valid), k.let_("cur_s", s)))
+                .collect();
+            let after = k.let_("after", base + sweep);
+            k.if_(after.lt(self.n), |k| {
+                for (&(j, valid, s), (lj, lvalid, ls)) in
+                    next.iter().zip(self.load_scores(k, after.e(), order))
+                {
+                    k.assign(j, lj);
+                    k.assign(valid, lvalid);
+                    k.assign(s, ls);
+                }
+            });
+            let keys: Vec<(Var, Var, Var)> = current
+                .into_iter()
+                .map(|(j, valid, s)| (j, valid, radix_key(k, s)))
+                .collect();
             body(k, &keys)
         });
     }
