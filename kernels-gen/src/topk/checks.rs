@@ -843,6 +843,24 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         Some(small),
         10,
     ));
+    // The pivots' ranks at their clamps: the best page only, and all but one (3072 scored
+    // pages: exactly four sweeps, the shortest head that takes the pivots).
+    v.push(sel(
+        "pivots_budget_one",
+        vec![16 * 3073, 16 * 5000 + 5],
+        ScorePattern::Random,
+        1,
+        Some(small),
+        11,
+    ));
+    v.push(sel(
+        "pivots_all_but_one",
+        vec![16 * 3073],
+        ScorePattern::Random,
+        3071,
+        Some(small),
+        12,
+    ));
     // Streamed heads whose sample misleads the pivots, on a small tile (many sweeps).
     v.push(sel(
         "sample_decoy",
