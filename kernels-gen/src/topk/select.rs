@@ -101,28 +101,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &SelectTopkTile) -> Result<Kernel, 
             compact(k, &st, &bufs, kk, &mut |k, _, body| body(k, &keys));
         },
         |k| {
-            let gathered = k.shared("gathered", Scalar::U32, GATHER_CAP);
-            let found = k.let_typed("found", Scalar::Bool, false);
-            k.if_(st.done.not().and(n.ge(sweep * PIVOT_MIN_SWEEPS as i32)), |k| {
-                let (lo, hi) = pivots(k, &cx, &bufs, kk);
-                let (above, count) = gather(k, &cx, &bufs, gathered, lo, hi);
-                let kk = k.let_("keep", kk.u32());
-                let ok = above.lt(kk).and(kk.le(above + count)).and(count.le(GATHER_CAP));
-                k.assign(found, ok);
-                k.if_(found, |k| {
-                    let shared = SharedKeys {
-                        keys: gathered,
-                        count,
-                        tid,
-                        threads,
-                        items,
-                    };
-                    k.assign(st.need, kk - above);
-                    start_at_range(k, &st, &bufs, &mut |k, _, body| shared.sweeps(k, body));
-                    search(k, &st, &bufs, false, &mut |k, _, body| shared.sweeps(k, body));
-                    resolve(k, &st, &bufs, &mut |k, _, body| shared.sweeps(k, body));
-                });
-            });
+            let found = search_between_pivots(k, &st, &cx, &bufs, kk);
             k.if_(found.not(), |k| {
                 search(k, &st, &bufs, true, &mut |k, order, body| {
                     cx.stream(k, order, body)
@@ -433,6 +412,37 @@ fn resolve(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, sweeps: &mut F
         k.assign(st.mask, max());
         k.assign(st.need, equal);
     });
+}
+
+/// The search of a head of [`PIVOT_MIN_SWEEPS`] sweeps or more over the keys its sample's
+/// pivots bracket ([`pivots`], [`gather`]). Returns whether it ran: the k-th key was among the
+/// gathered keys and they fit. `st` then holds the exact k-th key ([`resolve`]); otherwise it is
+/// untouched and the head searches by streaming.
+fn search_between_pivots(k: &mut KernelBuilder, st: &Search, cx: &Sweeps, bufs: &SelectBufs, kk: Var) -> Var {
+    let gathered = k.shared("gathered", Scalar::U32, GATHER_CAP);
+    let found = k.let_typed("found", Scalar::Bool, false);
+    let long = cx.n.ge((cx.threads * cx.items * PIVOT_MIN_SWEEPS) as i32);
+    k.if_(st.done.not().and(long), |k| {
+        let (lo, hi) = pivots(k, cx, bufs, kk);
+        let (above, count) = gather(k, cx, bufs, gathered, lo, hi);
+        let kk = k.let_("keep", kk.u32());
+        let ok = above.lt(kk).and(kk.le(above + count)).and(count.le(GATHER_CAP));
+        k.assign(found, ok);
+        k.if_(found, |k| {
+            let shared = SharedKeys {
+                keys: gathered,
+                count,
+                tid: cx.tid,
+                threads: cx.threads,
+                items: cx.items,
+            };
+            k.assign(st.need, kk - above);
+            start_at_range(k, st, bufs, &mut |k, _, body| shared.sweeps(k, body));
+            search(k, st, bufs, false, &mut |k, _, body| shared.sweeps(k, body));
+            resolve(k, st, bufs, &mut |k, _, body| shared.sweeps(k, body));
+        });
+    });
+    found
 }
 
 /// Pivots `lo ≤ hi` that bracket the head's k-th largest key in most heads: the keys of
