@@ -298,6 +298,37 @@ impl<'g> FunctionCache<'g> {
     pub fn functions(&self) -> impl Iterator<Item = &Function> {
         self.loaded.values().map(|(_, f)| f)
     }
+
+    /// Load compiled modules (entry name, PTX) ahead of their first use: the driver's JIT in
+    /// `pool`'s worker processes when there is one (it is serialized within a process: hundreds
+    /// of suite modules took minutes one at a time), then the loads here, which read the
+    /// workers' cache. Entries already loaded are skipped; a failure is left for
+    /// [`FunctionCache::get`] to report when the kernel is used. Returns how many were loaded.
+    pub fn prefetch(
+        &mut self,
+        modules: &[(String, String)],
+        pool: Option<&mut crate::jit_pool::JitPool>,
+    ) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        let todo: Vec<&(String, String)> = modules
+            .iter()
+            .filter(|(name, _)| !self.loaded.contains_key(name) && seen.insert(name.clone()))
+            .collect();
+        if let Some(pool) = pool {
+            let texts: Vec<&str> = todo.iter().map(|(_, ptx)| ptx.as_str()).collect();
+            pool.warm(&texts);
+        }
+        let mut loaded = 0;
+        for (name, ptx) in todo {
+            let Ok(module) = self.gpu.load_module(ptx) else {
+                continue;
+            };
+            let Ok(f) = module.function(name) else { continue };
+            self.loaded.insert(name.clone(), (module, f));
+            loaded += 1;
+        }
+        loaded
+    }
 }
 
 /// Named device buffers (a [`Program`]'s, or ones allocated and filled on the device) and the

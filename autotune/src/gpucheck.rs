@@ -12,9 +12,11 @@
 use crate::device::{
     device_fill, run_program, time_ms, DenseBuffers, DevTensor, FunctionCache, Kernels, SEED_K, SEED_V,
 };
+use crate::jit_pool::JitPool;
 use crate::record::{Environment, TimingRecord};
 use anyhow::{bail, Context, Result};
 use entkv_abi::{DType, DecodeSpec, DenseShape, DenseTile};
+use entkv_codegen::{compile_module, Target};
 use entkv_kernels::check::{compare, reference, DataKind, DenseCase, DenseCheck, DenseInputs, DenseOutputs};
 use entkv_kernels::data::Tensor;
 use entkv_kernels::fill::value_at;
@@ -316,7 +318,9 @@ fn check_one_head(case: &DenseCase, q: &Tensor, got: &DenseOutputs, hd: usize) -
 
 /// Run every GPU check. Fails (Err) only when the GPU cannot be used at all; failed checks
 /// are rows with `passed = false`.
-pub fn run(opts: &Options, commit: &str) -> Result<Report> {
+/// Runs every check; `pool` JIT-compiles the kernel suite's modules in worker processes first
+/// (`None`: one at a time, here).
+pub fn run(opts: &Options, commit: &str, pool: Option<JitPool>) -> Result<Report> {
     if let Some(reason) = entkv_runtime::gpu_unavailable_reason() {
         bail!("no usable GPU: {reason}");
     }
@@ -335,9 +339,20 @@ pub fn run(opts: &Options, commit: &str) -> Result<Report> {
             }),
         }
     }
-    // The kernel suite (every KernelCheck the interpreter runs in CI), on the GPU.
+    // The kernel suite (every KernelCheck the interpreter runs in CI), on the GPU, its kernels
+    // compiled together first.
     let mut cache = FunctionCache::new(&gpu);
-    for check in entkv_kernels::suite::all_checks() {
+    let suite = entkv_kernels::suite::all_checks();
+    let t = std::time::Instant::now();
+    let mut pool = pool;
+    let loaded = cache.prefetch(&suite_modules(suite.len()), pool.as_mut());
+    drop(pool);
+    eprintln!(
+        "gpu-check: {} suite checks, {loaded} kernels compiled and loaded in {:.1} s",
+        suite.len(),
+        t.elapsed().as_secs_f64()
+    );
+    for (i, check) in suite.iter().enumerate() {
         let name = check.name();
         let row = match check.program() {
             Ok(mut p) => match run_program(&gpu, &mut cache, &mut p) {
@@ -361,6 +376,14 @@ pub fn run(opts: &Options, commit: &str) -> Result<Report> {
                 detail: format!("error building the program: {e}"),
             },
         };
+        // Progress as it goes, so that a run cut short still shows what passed.
+        eprintln!(
+            "[{}/{}] {} {}",
+            i + 1,
+            suite.len(),
+            if row.passed { "PASS" } else { "FAIL" },
+            row.check
+        );
         checks.push(row);
     }
     for f in cache.functions() {
@@ -410,6 +433,42 @@ pub fn run(opts: &Options, commit: &str) -> Result<Report> {
         });
     }
     Ok(Report { env, checks, timings })
+}
+
+/// The PTX of every kernel the suite's programs launch, as (entry name, PTX), generated on every
+/// core. Kernels hold `Rc`s, so each thread builds its own share of the checks' programs and
+/// sends back text; a kernel two shares launch is compiled twice (codegen is milliseconds).
+fn suite_modules(checks: usize) -> Vec<(String, String)> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(checks.max(1));
+    std::thread::scope(|scope| {
+        let shares: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    let mut seen = std::collections::HashSet::new();
+                    let mut out = Vec::new();
+                    let suite = entkv_kernels::suite::all_checks();
+                    for check in suite.iter().skip(t).step_by(threads) {
+                        let Ok(p) = check.program() else { continue };
+                        for call in &p.calls {
+                            let k = &call.kernel;
+                            if seen.insert(k.name.clone()) {
+                                if let Ok(m) = compile_module(&k.name, &[k], &Target::default()) {
+                                    out.push((k.name.clone(), m.ptx));
+                                }
+                            }
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        shares
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 /// The paged pipelines at the `paper` shape (batch 8, 24 heads, d = 32, P = 16, f16, α = 1.5,

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use entkv_abi::{DType, DecodeSpec};
 use entkv_autotune::bench_cmd::BenchArgs;
 use entkv_autotune::bundle_cmd::{self, BundleCmd};
+use entkv_autotune::jit_pool::{JitPool, ServesWorkers};
 use entkv_autotune::spec_args::SpecArgs;
 use entkv_autotune::verify_cmd::VerifyArgs;
 use entkv_autotune::{bench, bench_cmd, doctor, emit, gpucheck, verify_cmd};
@@ -118,7 +119,9 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    // `gpu-check` JIT-compiles the kernel suite in copies of this binary (entkv_autotune::jit_pool).
+    let serves = entkv_autotune::jit_pool::serve_if_worker();
+    match run(Cli::parse(), serves) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line, no backtrace (as `autotune` reports them), even with RUST_BACKTRACE set.
@@ -128,7 +131,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli, serves: ServesWorkers) -> Result<()> {
     match cli.cmd {
         Cmd::Emit { spec, out } => {
             let specs = spec.specs()?;
@@ -173,7 +176,8 @@ fn run(cli: Cli) -> Result<()> {
                 ..Default::default()
             };
             let commit = std::env::var("ENTKV_COMMIT").unwrap_or_else(|_| "unknown".into());
-            let report = gpucheck::run(&opts, &commit)?;
+            let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let report = gpucheck::run(&opts, &commit, JitPool::new(serves, 0, workers))?;
             if let Some(dir) = out {
                 std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
                 std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
