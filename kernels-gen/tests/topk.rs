@@ -37,6 +37,12 @@ fn topk_checks_part_2() {
 /// scores), on 70000 scored pages (a 1.12M-token sequence) with the default tile, keeping 25%.
 fn score_sweeps(pattern: ScorePattern) -> f64 {
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    score_sweeps_on(pattern, SelectTopkTile::default_for(&spec))
+}
+
+/// As [`score_sweeps`], on `tile`.
+fn score_sweeps_on(pattern: ScorePattern, tile: SelectTopkTile) -> f64 {
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
     let check = SelectCheck {
         label: "sweeps",
         spec,
@@ -44,7 +50,7 @@ fn score_sweeps(pattern: ScorePattern) -> f64 {
         seq_lens: vec![16 * 70_001 - 3],
         pattern,
         budget_pages: 17_500,
-        tile: SelectTopkTile::default_for(&spec),
+        tile,
         seed: 9,
     };
     let mut p = check.program().unwrap();
@@ -73,4 +79,19 @@ fn streamed_heads_read_two_sweeps_when_the_pivots_hold() {
     let misled = score_sweeps(ScorePattern::SampleDecoy);
     assert!(misled >= 4.0, "pivots misled: {misled:.3} sweeps of the scores");
     println!("score sweeps: {held:.3} with the pivots, {misled:.3} without");
+}
+
+/// A sample of 2048 keys (`t256_i8`) on that head would leave about 4200 keys between its
+/// pivots, more than the gather keeps: the head skips the pivots and streams its passes and the
+/// compaction (4.1 sweeps of the scores). Taking the pivots would read ~2.1 sweeps when they
+/// fit and more than 5 (sample, gather, then the stream) when they do not.
+#[test]
+fn thin_tiles_skip_pivots_that_would_not_fit() {
+    let tile = SelectTopkTile {
+        threads: 256,
+        items_per_thread: 8,
+    };
+    let read = score_sweeps_on(ScorePattern::Random, tile);
+    assert!((3.5..4.5).contains(&read), "{read:.4} sweeps of the scores");
+    println!("score sweeps on t256_i8: {read:.3}");
 }

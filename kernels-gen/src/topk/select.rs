@@ -151,6 +151,10 @@ pub const GATHER_CAP: u32 = 4096;
 /// scores read instead of 4; at 16 sweeps 0.81× for 2.06 instead of 4).
 const PIVOT_MIN_SWEEPS: u32 = 4;
 
+/// The most keys the pivots may be expected to gather for a head to take them: three quarters
+/// of [`GATHER_CAP`], so that a sample's usual scatter still fits.
+const PIVOT_GATHER_BUDGET: u32 = GATHER_CAP / 4 * 3;
+
 /// How far (in standard deviations of a sample rank) the pivots sit from the k-th key's
 /// expected rank in the sample: the k-th key falls outside them about once in 400 heads, and
 /// that head streams its search instead.
@@ -421,41 +425,55 @@ fn resolve(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, sweeps: &mut F
 fn search_between_pivots(k: &mut KernelBuilder, st: &Search, cx: &Sweeps, bufs: &SelectBufs, kk: Var) -> Var {
     let gathered = k.shared("gathered", Scalar::U32, GATHER_CAP);
     let found = k.let_typed("found", Scalar::Bool, false);
-    let long = cx.n.ge((cx.threads * cx.items * PIVOT_MIN_SWEEPS) as i32);
+    let size = (cx.threads * cx.items) as i64;
+    let long = cx.n.ge((size * PIVOT_MIN_SWEEPS as i64) as i32);
     k.if_(st.done.not().and(long), |k| {
-        let (lo, hi) = pivots(k, cx, bufs, kk);
-        let (above, count) = gather(k, cx, bufs, gathered, lo, hi);
-        let kk = k.let_("keep", kk.u32());
-        let ok = above.lt(kk).and(kk.le(above + count)).and(count.le(GATHER_CAP));
-        k.assign(found, ok);
-        k.if_(found, |k| {
-            let shared = SharedKeys {
-                keys: gathered,
-                count,
-                tid: cx.tid,
-                threads: cx.threads,
-                items: cx.items,
-            };
-            k.assign(st.need, kk - above);
-            start_at_range(k, st, bufs, &mut |k, _, body| shared.sweeps(k, body));
-            search(k, st, bufs, false, &mut |k, _, body| shared.sweeps(k, body));
-            resolve(k, st, bufs, &mut |k, _, body| shared.sweeps(k, body));
+        let margin = pivot_margin(k, cx, kk);
+        // The keys between the pivots number about 2·margin·n/S. Past what fits, the head would
+        // read its scores twice more (sample, gather) and then stream anyway: a thin tile's
+        // sample on a long head (2048 keys at 1M tokens, 25% kept: ~3900 expected).
+        let fits = (margin.i64() * 2i64 * cx.n.i64()).le(size * PIVOT_GATHER_BUDGET as i64);
+        k.if_(fits, |k| {
+            let (lo, hi) = pivots(k, cx, bufs, kk, margin);
+            let (above, count) = gather(k, cx, bufs, gathered, lo, hi);
+            let kk = k.let_("keep", kk.u32());
+            let ok = above.lt(kk).and(kk.le(above + count)).and(count.le(GATHER_CAP));
+            k.assign(found, ok);
+            k.if_(found, |k| {
+                let shared = SharedKeys {
+                    keys: gathered,
+                    count,
+                    tid: cx.tid,
+                    threads: cx.threads,
+                    items: cx.items,
+                };
+                k.assign(st.need, kk - above);
+                start_at_range(k, st, bufs, &mut |k, _, body| shared.sweeps(k, body));
+                search(k, st, bufs, false, &mut |k, _, body| shared.sweeps(k, body));
+                resolve(k, st, bufs, &mut |k, _, body| shared.sweeps(k, body));
+            });
         });
     });
     found
 }
 
+/// `m`, how far in sample ranks the pivots sit from the k-th key's expected rank: [`PIVOT_SIGMAS`]
+/// of that rank's binomial standard deviation, plus two.
+fn pivot_margin(k: &mut KernelBuilder, cx: &Sweeps, kk: Var) -> Var {
+    let size = (cx.threads * cx.items) as f64;
+    let keep = k.let_("keep_share", kk.f32() * cx.n.f32().rcp());
+    let sd = (keep * (f32c(1.0) - keep) * size).max(0.0f32).sqrt();
+    k.let_("margin", (sd * PIVOT_SIGMAS).ceil().i32() + 2i32)
+}
+
 /// Pivots `lo ≤ hi` that bracket the head's k-th largest key in most heads: the keys of
 /// sample ranks `r + m` and `r − m` (largest first) of [`Sweeps::load_sample`], `r = k·S/n` the
-/// k-th key's expected rank in the sample and `m` [`PIVOT_SIGMAS`] of its binomial standard
-/// deviation (plus two). Each is a search of the sample in registers.
-fn pivots(k: &mut KernelBuilder, cx: &Sweeps, bufs: &SelectBufs, kk: Var) -> (Var, Var) {
+/// k-th key's expected rank in the sample and `m` the [`pivot_margin`]. Each is a search of the
+/// sample in registers.
+fn pivots(k: &mut KernelBuilder, cx: &Sweeps, bufs: &SelectBufs, kk: Var, margin: Var) -> (Var, Var) {
     let size = (cx.threads * cx.items) as i64;
     let sample = cx.load_sample(k);
     let expected = k.let_("sample_rank", (kk.i64() * size / cx.n.i64()).i32());
-    let keep = k.let_("keep_share", kk.f32() * cx.n.f32().rcp());
-    let sd = (keep * (f32c(1.0) - keep) * size as f64).max(0.0f32).sqrt();
-    let margin = k.let_("margin", (sd * PIVOT_SIGMAS).ceil().i32() + 2i32);
     let key_at = |k: &mut KernelBuilder, rank: Expr| {
         let st = Search::new(k, rank.u32(), boolc(false));
         let mut in_sample =
