@@ -104,7 +104,7 @@ PEAKED_TARGET = "%s, `peaked`, 1M: ≥ 8× faster than SDPA"
 SPLIT = "“Split policy, page lookahead and the top-k floor”"
 SELECT = "“The selection kernels”"
 CEILING_TBS = 4.28
-SELECT_LONG = "“The selection kernels at long contexts: sample pivots, loads a sweep ahead” (not yet timed)"
+SELECT_LONG = "“The selection kernels at long contexts: sample pivots, loads a sweep ahead” (timed on an H100 A/B only; these rows predate it)"
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target” and “`wide` tiles: longer chunks, one Newton step”",
     "topk": "[perf-notes.md](perf-notes.md), %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG),
