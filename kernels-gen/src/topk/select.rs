@@ -21,9 +21,10 @@
 //!   give pivots `lo ≤ hi`. One streamed sweep counts the keys above `hi` and gathers those in
 //!   `[lo, hi]` into shared memory; when the k-th key is among them (and they fit), the search
 //!   runs on the gathered keys alone. Otherwise (a sample that misleads, a tie group too large)
-//!   the search streams every pass from memory (L2), as shorter heads do. Either way the
-//!   result is exact; the pivots only decide how often the head's scores are read (about twice
-//!   instead of four times at 1M tokens).
+//!   the search streams every pass from memory (L2), as shorter heads do. A head whose sample
+//!   is too small for it (more keys expected between the pivots than the gather keeps) streams
+//!   without trying. Either way the result is exact; the pivots only decide how often the
+//!   head's scores are read (about twice instead of four times at 1M tokens).
 //!
 //! The histogram threads keep a run (digit, count) and flush it with one shared atomic when the
 //! digit changes: in the first pass nearly every key shares the sign/exponent byte, and without
