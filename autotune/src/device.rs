@@ -288,11 +288,17 @@ impl<'g> FunctionCache<'g> {
     pub fn get(&mut self, kernel: &entkv_dsl::Kernel) -> Result<&Function> {
         if !self.loaded.contains_key(&kernel.name) {
             let compiled = compile_module(&kernel.name, &[kernel], &Target::default())?;
-            let module = self.gpu.load_module(&compiled.ptx)?;
-            let f = module.function(&kernel.name)?;
-            self.loaded.insert(kernel.name.clone(), (module, f));
+            self.load(&kernel.name, &compiled.ptx)?;
         }
         Ok(&self.loaded[&kernel.name].1)
+    }
+
+    /// Load `ptx` (the driver JITs it, or reads its cache) and keep its entry `name`.
+    fn load(&mut self, name: &str, ptx: &str) -> Result<()> {
+        let module = self.gpu.load_module(ptx)?;
+        let f = module.function(name)?;
+        self.loaded.insert(name.to_string(), (module, f));
+        Ok(())
     }
 
     pub fn functions(&self) -> impl Iterator<Item = &Function> {
@@ -318,16 +324,9 @@ impl<'g> FunctionCache<'g> {
             let texts: Vec<&str> = todo.iter().map(|(_, ptx)| ptx.as_str()).collect();
             pool.warm(&texts);
         }
-        let mut loaded = 0;
-        for (name, ptx) in todo {
-            let Ok(module) = self.gpu.load_module(ptx) else {
-                continue;
-            };
-            let Ok(f) = module.function(name) else { continue };
-            self.loaded.insert(name.clone(), (module, f));
-            loaded += 1;
-        }
-        loaded
+        todo.into_iter()
+            .filter(|(name, ptx)| self.load(name, ptx).is_ok())
+            .count()
     }
 }
 

@@ -317,10 +317,9 @@ fn check_one_head(case: &DenseCase, q: &Tensor, got: &DenseOutputs, hd: usize) -
 }
 
 /// Run every GPU check. Fails (Err) only when the GPU cannot be used at all; failed checks
-/// are rows with `passed = false`.
-/// Runs every check; `pool` JIT-compiles the kernel suite's modules in worker processes first
-/// (`None`: one at a time, here).
-pub fn run(opts: &Options, commit: &str, pool: Option<JitPool>) -> Result<Report> {
+/// are rows with `passed = false`. `pool` JIT-compiles the kernel suite's modules in worker
+/// processes first (`None`: one at a time, here).
+pub fn run(opts: &Options, commit: &str, mut pool: Option<JitPool>) -> Result<Report> {
     if let Some(reason) = entkv_runtime::gpu_unavailable_reason() {
         bail!("no usable GPU: {reason}");
     }
@@ -344,8 +343,8 @@ pub fn run(opts: &Options, commit: &str, pool: Option<JitPool>) -> Result<Report
     let mut cache = FunctionCache::new(&gpu);
     let suite = entkv_kernels::suite::all_checks();
     let t = std::time::Instant::now();
-    let mut pool = pool;
     let loaded = cache.prefetch(&suite_modules(suite.len()), pool.as_mut());
+    // The workers hold a CUDA context each: gone before the checks allocate.
     drop(pool);
     eprintln!(
         "gpu-check: {} suite checks, {loaded} kernels compiled and loaded in {:.1} s",

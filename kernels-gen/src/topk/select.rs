@@ -199,6 +199,11 @@ type ForSweeps<'a> =
     dyn FnMut(&mut KernelBuilder, Order, &mut dyn FnMut(&mut KernelBuilder, &SweepKeys)) + 'a;
 
 impl Sweeps {
+    /// `S`, the keys one sweep holds (`threads · items`): also the sample's size.
+    fn keys_per_sweep(&self) -> u32 {
+        self.threads * self.items
+    }
+
     fn load_keys(&self, k: &mut KernelBuilder, base: Expr, order: Order) -> Vec<(Var, Var, Var)> {
         self.load_scores(k, base, order)
             .into_iter()
@@ -221,7 +226,7 @@ impl Sweeps {
     /// registers to its keys).
     fn load_sample(&self, k: &mut KernelBuilder) -> Vec<(Var, Var, Var)> {
         let (tid, threads, items, n) = (self.tid, self.threads, self.items, self.n);
-        let sample = (threads * items) as i64;
+        let sample = self.keys_per_sweep() as i64;
         let loaded = load_items(k, self.scores, self.row, i32c(0), n, items, |r| {
             ((tid.i64() + (r * threads) as i64) * n.i64() / sample).i32()
         });
@@ -244,7 +249,7 @@ impl Sweeps {
         order: Order,
         body: &mut dyn FnMut(&mut KernelBuilder, &SweepKeys),
     ) {
-        let sweep = (self.threads * self.items) as i32;
+        let sweep = self.keys_per_sweep() as i32;
         if self.items > PREFETCH_MAX_ITEMS {
             k.for_("base", 0i32, self.n, sweep, |k, base| {
                 let keys = self.load_keys(k, base, order);
@@ -426,7 +431,7 @@ fn resolve(k: &mut KernelBuilder, st: &Search, bufs: &SelectBufs, sweeps: &mut F
 fn search_between_pivots(k: &mut KernelBuilder, st: &Search, cx: &Sweeps, bufs: &SelectBufs, kk: Var) -> Var {
     let gathered = k.shared("gathered", Scalar::U32, GATHER_CAP);
     let found = k.let_typed("found", Scalar::Bool, false);
-    let size = (cx.threads * cx.items) as i64;
+    let size = cx.keys_per_sweep() as i64;
     let long = cx.n.ge((size * PIVOT_MIN_SWEEPS as i64) as i32);
     k.if_(st.done.not().and(long), |k| {
         let margin = pivot_margin(k, cx, kk);
@@ -461,7 +466,7 @@ fn search_between_pivots(k: &mut KernelBuilder, st: &Search, cx: &Sweeps, bufs: 
 /// `m`, how far in sample ranks the pivots sit from the k-th key's expected rank: [`PIVOT_SIGMAS`]
 /// of that rank's binomial standard deviation, plus two.
 fn pivot_margin(k: &mut KernelBuilder, cx: &Sweeps, kk: Var) -> Var {
-    let size = (cx.threads * cx.items) as f64;
+    let size = cx.keys_per_sweep() as f64;
     let keep = k.let_("keep_share", kk.f32() * cx.n.f32().rcp());
     let sd = (keep * (f32c(1.0) - keep) * size).max(0.0f32).sqrt();
     k.let_("margin", (sd * PIVOT_SIGMAS).ceil().i32() + 2i32)
@@ -472,7 +477,7 @@ fn pivot_margin(k: &mut KernelBuilder, cx: &Sweeps, kk: Var) -> Var {
 /// k-th key's expected rank in the sample and `m` the [`pivot_margin`]. Each is a search of the
 /// sample in registers.
 fn pivots(k: &mut KernelBuilder, cx: &Sweeps, bufs: &SelectBufs, kk: Var, margin: Var) -> (Var, Var) {
-    let size = (cx.threads * cx.items) as i64;
+    let size = cx.keys_per_sweep() as i64;
     let sample = cx.load_sample(k);
     let expected = k.let_("sample_rank", (kk.i64() * size / cx.n.i64()).i32());
     let key_at = |k: &mut KernelBuilder, rank: Expr| {
