@@ -257,14 +257,20 @@ impl DenseTile {
         let spec = &paged.decode;
         // Four CTAs per SM (≤ 128 registers) where that allocates without spilling.
         let four = spec.head_dim * spec.group <= 32 && !paged.alibi;
-        // Wide rows as in `default_for`: 16 lanes × 2 tokens make 32-token chunks. The tuner at
-        // d = 128, G = 4 (results/2026-11-30-wide) favoured 8 lanes × 4 tokens (200 µs at 8k,
-        // 16 × 2 480 µs) and one Newton step: 15.4 → 12.3 ms at 1M; later at 32k–1M (results/
-        // 2026-11-30-jit-pool/2-wide-gqa) 8 lanes × 8 tokens: 10.4 → 7.7 ms at 1M.
+        // Wide rows with 8-bit sketches: the tuner at d = 128, G = 4 (results/2026-11-30-wide)
+        // favoured 8 lanes × 4 tokens over `default_for`'s 16 × 2 and one Newton step, later
+        // (results/2026-11-30-jit-pool/2-wide-gqa) 8 lanes × 8 tokens: 10.4 → 7.7 ms at 1M.
+        // With 4-bit sketches (the default) they take one lane a token (the pass stages q' in
+        // shared memory, so a lane holds no q slices) and two tokens a lane: 2.45 / 0.71 / 0.26
+        // ms at 1M / 128k / 32k against 7.83 / 2.07 / 0.83 at 8 lanes × 4 (shared bounds, the
+        // tuner in one call: results/2026-12-05-long-select/3-checks-bench, tune-log-wide).
         let wide = wide_row(spec);
+        let wide_grid = wide && paged.sketch_token_grid();
         let tile = DenseTile {
             threads: 128,
-            lanes_per_token: if wide {
+            lanes_per_token: if wide_grid {
+                1
+            } else if wide {
                 spec.head_dim * spec.group / 64
             } else {
                 narrow_row_lanes(spec)
@@ -274,10 +280,11 @@ impl DenseTile {
             // registers); eight where two CTAs an SM leave 255 (G 2–3 and wide rows): the
             // tuner's best at 32k–1M, 1.25× (`gqa`) and 1.35× (`wide`) faster than four at 1M
             // (results/2026-11-30-jit-pool/2-wide-gqa). Four stay with 4-bit sketches (the gated
-            // stream spills 4–48 B with eight at G = 2) and for wide rows with ALiBi (8–16 B at
-            // P = 64; local ptxas 13).
+            // stream spills 4–48 B with eight at G = 2) and for 8-bit wide rows with ALiBi (8–16
+            // B at P = 64; local ptxas 13).
             tokens_per_group: match spec.group {
-                _ if wide && (paged.alibi || paged.sketch_bits != 8) => 4,
+                _ if wide_grid => 2,
+                _ if wide && paged.alibi => 4,
                 _ if wide => 8,
                 1 => 4,
                 2..=3 if paged.sketch_bits == 8 => 8,
@@ -311,6 +318,11 @@ impl DenseTile {
         // splits a head at 1M), so a warp's own bound stays far below its head's threshold and
         // about half its tokens are rescored; shared head bounds measured 3.85 → 2.99 ms at 1M
         // (results/2026-12-01-exact-finish/4-head-bound-ab). Elsewhere the tuner decides.
+        // Seeding them (`seed`) pays more on `wide` (2.45 → 1.81 ms at 1M, 0.71 → 0.49 at 128k
+        // at the tile above) and `gqa` (0.27 → 0.20 ms at 128k), but not at `paper`'s G = 1
+        // (1.21 → 1.51 ms at 1M; results/2026-12-05-long-select/3-checks-bench, tune logs), and a
+        // seeded tile cannot serve the page-pruned walk, which takes this family's default row
+        // too: tuned bundles get it where it wins.
         let tile = DenseTile {
             share_bound: paged.sketch_token_grid() && wide,
             ..tile

@@ -88,7 +88,10 @@ pub fn decode_pipeline(
 
 /// The certified score pass alone, without rescoring (`certified::unrefined_select_kernel`),
 /// over the plan of [`decode_pipeline`]'s `Certified` kind: a check runs it after the decode to
-/// see the candidates' sketch bounds.
+/// see the candidates' sketch bounds. A seeded tile's pass runs unseeded here: the seed only
+/// moves where the filter starts, not how a bound is computed, and the seeded checks-only pass
+/// spilled under ptxas 13 (12 B at 128 registers, `a4o3_d64_g2` bf16 `t64_l4_r2_n2_m1_c3_h_seed`,
+/// results/2026-12-05-long-select/3-checks-bench) where the unseeded one takes 154 registers.
 pub fn certified_bounds_pipeline(
     spec: &PagedSpec,
     tile: &DenseTile,
@@ -96,6 +99,7 @@ pub fn certified_bounds_pipeline(
     max_tokens: u64,
     sm_count: u32,
 ) -> Result<Pipeline, KernelGenError> {
+    let tile = &DenseTile { seed: false, ..*tile };
     let mut plan = decode_calls(DecodeKind::Certified, spec, tile, shape, max_tokens, sm_count)?;
     // Up to the first score pass: what comes after reads or repairs its candidates.
     let (select, _) = entkv_abi::pipeline::certified_entry_names(spec, tile);
