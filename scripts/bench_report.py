@@ -104,12 +104,12 @@ PEAKED_TARGET = "%s, `peaked`, 1M: ≥ 8× faster than SDPA"
 SPLIT = "“Split policy, page lookahead and the top-k floor”"
 SELECT = "“The selection kernels”"
 CEILING_TBS = 4.28
-SELECT_LONG = "“The selection kernels at long contexts: sample pivots, loads a sweep ahead” (timed on an H100 A/B only; these rows predate it)"
+SELECT_LONG = "“The selection kernels at long contexts: sample pivots, loads a sweep ahead”"
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target” and “`wide` tiles: longer chunks, one Newton step”",
     "topk": "[perf-notes.md](perf-notes.md), %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG),
     "gaussian": "[perf-notes.md](perf-notes.md), %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG),
-    "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not” and, for `wide`, “Seeded head bounds for the certified pass” (not yet timed)",
+    "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Seeded head bounds for the certified pass” and “Measured on the H200: seeded bounds, sample pivots”",
     "certified-pruned": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Certified-exact with page pruning” and “Page pruning over slices”",
 }
 
