@@ -29,14 +29,21 @@ pub struct VariantTiming {
 /// (`tc`: the dot products on the tensor cores).
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
     let mut parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let mma = parts.last() == Some(&"tc");
-    if mma {
+    // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`.
+    let (mut mma, mut share_bound, mut seed) = (false, false, false);
+    while let Some(flag) = parts.last().filter(|p| p.parse::<u32>().is_err()) {
+        match *flag {
+            "tc" => mma = true,
+            "h" => share_bound = true,
+            "seed" => seed = true,
+            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed)"),
+        }
         parts.pop();
     }
     let v: Vec<u32> = parts.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
     if v.len() != 8 {
         bail!(
-            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc]"
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed]"
         );
     }
     let t = DenseTile {
@@ -48,9 +55,9 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         ctas_per_sm: v[5],
         finish_threads: v[6],
         finish_capacity: v[7],
-        share_bound: false,
+        share_bound,
         mma,
-        seed: false,
+        seed,
     };
     t.check(spec)?;
     Ok(t)
@@ -138,4 +145,26 @@ pub fn bench_dense(n: u64, tiles: &[DenseTile], iters: usize) -> Result<Vec<Vari
 
 fn max_diff(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_tile;
+    use entkv_abi::{DType, DecodeSpec};
+
+    #[test]
+    fn tile_flags_parse_in_any_order_and_unknown_ones_are_refused() {
+        let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+        let t = parse_tile(&spec, "256,1,4,2,2,2,256,2048,h,seed").unwrap();
+        assert!(t.share_bound && t.seed && !t.mma);
+        assert_eq!(t.tag(), "t256_l1_r4_n2_m2_c2_f256_s2048_h_seed");
+        let t = parse_tile(&spec, "256,1,4,2,2,2,256,2048,seed,h").unwrap();
+        assert!(t.share_bound && t.seed);
+        let t = parse_tile(&spec, "256,1,4,2,2,2,256,2048").unwrap();
+        assert!(!t.share_bound && !t.seed && !t.mma);
+        let e = parse_tile(&spec, "256,1,4,2,2,2,256,2048,fast").unwrap_err();
+        assert!(e.to_string().contains("unknown flag `fast`"), "{e}");
+        let e = parse_tile(&spec, "256,1,4,2,2,2,h").unwrap_err();
+        assert!(e.to_string().contains("expected threads"), "{e}");
+    }
 }

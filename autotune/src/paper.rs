@@ -616,8 +616,16 @@ pub fn bench_variants(
             String::new()
         };
         let cands: f64 = pc.dev.get("cand_count")?.to_f64_vec().iter().sum();
+        // A seeded step's (sequence, KV head) pairs whose estimate `certified_verify` flagged.
+        let repaired = if tile.seed {
+            let flags = pc.dev.get("repair")?.to_f64_vec();
+            let flagged = flags.iter().filter(|&&f| f != 0.0).count();
+            format!("  repaired {flagged} of {} pairs", flags.len())
+        } else {
+            String::new()
+        };
         println!(
-            "{:<44} step {:>7.3} ms  kernels {:?} ms  cand/head {:>8.1} {kept}",
+            "{:<44} step {:>7.3} ms  kernels {:?} ms  cand/head {:>8.1} {kept}{repaired}",
             tile.tag(),
             crate::record::summarize(&step).0,
             per.iter()

@@ -95,7 +95,9 @@ enum Cmd {
         n: u64,
         #[arg(long, default_value_t = entkv_abi::DEFAULT_SKETCH_BITS)]
         sketch_bits: u32,
-        /// Tile configs `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`.
+        /// Tile configs `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity`,
+        /// then any of the flags `tc` (tensor cores), `h` (shared head bounds), `seed` (seeded
+        /// head bounds, with `h`), e.g. `256,1,4,2,2,2,256,2048,h,seed`.
         #[arg(long)]
         tile: Vec<String>,
         #[arg(long, default_value_t = 10)]
