@@ -35,8 +35,13 @@ pub const SEED_STRIDE: u32 = 64;
 
 /// The estimate is at most the `SEED_RANK`-th largest sample score (counted with
 /// multiplicity): for the estimate to pass τ, that many sampled tokens would have to lie in
-/// the support.
-pub const SEED_RANK: u32 = 4;
+/// the support. With `s` support tokens a head samples about Poisson(s/64) of them: at `paper`
+/// 1M (s ≈ 45) the 4th largest overshot τ in 0.6% of heads in the float model and flagged 2
+/// of 192 pairs on the H200, and each repair is a tail of a few CTAs (0.2 ms,
+/// results/2026-12-05-long-select/5-checks-wide-default). At 6 the model saw none in 960
+/// heads at 128k and at 1M, for a filter that lets through 1.3× the tokens
+/// (results/2026-12-05-long-select/6-seed-rank/seed_model_paper.txt).
+pub const SEED_RANK: u32 = 6;
 
 /// Each sample stands for `SEED_WEIGHT · SEED_STRIDE` tokens in the weighted threshold: less
 /// than the stride it skips, so the estimate errs low (slower, never wrong). In the float model
@@ -54,7 +59,7 @@ pub const SEED_THREADS: u32 = 256;
 
 /// Fewer valid samples than this and the estimate is −∞ (no seed): the threshold of a handful
 /// of samples says little.
-pub const SEED_MIN_SAMPLES: u32 = 4 * SEED_RANK;
+pub const SEED_MIN_SAMPLES: u32 = 16;
 
 /// Samples a head takes for sequences of at most `max_tokens` tokens (the `seed_z` row length).
 pub fn seed_samples(max_tokens: u64) -> u64 {
