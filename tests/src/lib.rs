@@ -73,3 +73,21 @@ pub fn assert_no_spills(mut failures: Vec<String>) {
         "kernels with spills or local memory: {failures:?}"
     );
 }
+
+/// `work(worker, workers)` on two threads (CI has two cores), the results of both in worker
+/// order. Kernels hold `Rc`s, so each worker builds its own share of them.
+pub fn on_two_workers<T: Send>(work: impl Fn(usize, usize) -> Vec<T> + Sync) -> Vec<T> {
+    const WORKERS: usize = 2;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let work = &work;
+                s.spawn(move || work(w, WORKERS))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    })
+}

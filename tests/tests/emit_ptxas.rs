@@ -5,7 +5,7 @@
 
 use entkv_abi::{DType, DecodeSpec, PagedSpec, SUPPORTED_GROUPS, SUPPORTED_HEAD_DIMS, SUPPORTED_PAGE_SIZES};
 use entkv_kernels::modules_for;
-use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
+use entkv_tests::{assemble_module, assert_no_spills, on_two_workers, ptxas_available};
 
 /// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
 /// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
@@ -66,28 +66,18 @@ fn check_specs(specs: &[PagedSpec], check_ptxas: bool) -> Vec<String> {
     failures
 }
 
-/// `check` over `specs` on two workers (CI has two cores; kernels are built inside each), the
-/// failures of both.
-fn on_two_workers(specs: &[PagedSpec], check: impl Fn(&[PagedSpec]) -> Vec<String> + Sync) -> Vec<String> {
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|w| {
-                let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(2).copied().collect();
-                let check = &check;
-                s.spawn(move || check(&mine))
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|h| h.join().expect("worker"))
-            .collect()
+/// `check` over `specs` dealt out to two workers, the failures of both.
+fn over_specs(specs: &[PagedSpec], check: impl Fn(&[PagedSpec]) -> Vec<String> + Sync) -> Vec<String> {
+    on_two_workers(|w, workers| {
+        let mine: Vec<PagedSpec> = specs.iter().skip(w).step_by(workers).copied().collect();
+        check(&mine)
     })
 }
 
 #[test]
 fn every_module_assembles_without_spills() {
     let check_ptxas = ptxas_available();
-    assert_no_spills(on_two_workers(&specs(), |mine| check_specs(mine, check_ptxas)));
+    assert_no_spills(over_specs(&specs(), |mine| check_specs(mine, check_ptxas)));
 }
 
 /// The certified family with head-bound sharing flipped from its default tile, and seeded
@@ -106,7 +96,7 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
     specs.push(PagedSpec::new(DecodeSpec::new(1.5, 64, 4, DType::BF16).unwrap(), 16, false, 4).unwrap());
     // α only changes constants: one α is enough.
     specs.retain(|s| s.decode.alpha.value() == 1.5 && s.decode.group <= entkv_abi::MAX_SHARE_BOUND_GROUP);
-    let failures = on_two_workers(&specs, |mine| {
+    let failures = over_specs(&specs, |mine| {
         let mut failures = Vec::new();
         for spec in mine {
             let def = DenseTile::default_certified(spec);

@@ -6,7 +6,7 @@
 //! Without ptxas the test prints why and passes, unless `ENTKV_REQUIRE_PTXAS=1` (set by CI).
 
 use entkv_kernels::KernelModule;
-use entkv_tests::{assemble_module, assert_no_spills, ptxas_available};
+use entkv_tests::{assemble_module, assert_no_spills, on_two_workers, ptxas_available};
 
 /// The suite's kernels dealt out by check to `workers` threads (kernels hold `Rc`s, so each
 /// thread builds its own checks' programs); a kernel two workers' checks share is assembled by
@@ -38,15 +38,7 @@ fn suite_failures(worker: usize, workers: usize, check_ptxas: bool) -> Vec<Strin
 #[test]
 fn every_suite_kernel_assembles_without_spills() {
     let check_ptxas = ptxas_available();
-    // CI has two cores.
-    let failures = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|w| s.spawn(move || suite_failures(w, 2, check_ptxas)))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|h| h.join().expect("worker"))
-            .collect()
-    });
-    assert_no_spills(failures);
+    assert_no_spills(on_two_workers(|w, workers| {
+        suite_failures(w, workers, check_ptxas)
+    }));
 }
