@@ -277,7 +277,7 @@ impl DenseTile {
             },
             // Each token holds its sketch words while the page terms load (d·bits/32 registers
             // a token): four tokens a lane group at four CTAs an SM (eight spill at 128
-            // registers); eight where two CTAs an SM leave 255 (G 2–3 and wide rows): the
+            // registers); eight where two CTAs an SM leave 255 (G 2–3 and 8-bit wide rows): the
             // tuner's best at 32k–1M, 1.25× (`gqa`) and 1.35× (`wide`) faster than four at 1M
             // (results/2026-11-30-jit-pool/2-wide-gqa). Four stay with 4-bit sketches (the gated
             // stream spills 4–48 B with eight at G = 2) and for 8-bit wide rows with ALiBi (8–16

@@ -60,7 +60,8 @@ pub const SEED_SCRAMBLE: u64 = 37;
 pub const SEED_THREADS: u32 = 256;
 
 /// Fewer valid samples than this and the estimate is −∞ (no seed): the threshold of a handful
-/// of samples says little.
+/// of samples says little. Sequences of at least 16 · [`SEED_STRIDE`] = 1024 tokens are seeded
+/// (as when this was four times a rank cap of 4).
 pub const SEED_MIN_SAMPLES: u32 = 16;
 
 /// Samples a head takes for sequences of at most `max_tokens` tokens (the `seed_z` row length).

@@ -4,6 +4,8 @@
 
 use crate::program::{Program, ProgramError};
 use crate::KernelGenError;
+use entkv_dsl::Kernel;
+use std::rc::Rc;
 use thiserror::Error;
 
 /// Whether a run matched its reference, and the numbers behind the verdict.
@@ -75,6 +77,27 @@ pub fn interp_failures(checks: impl IntoIterator<Item = Box<dyn KernelCheck>>) -
         }
     }
     failed
+}
+
+/// The distinct kernels (by entry name) launched by the programs of checks `share`,
+/// `share + shares`, … of [`all_checks`]: work dealt out to threads, each of which builds its
+/// own share (kernels hold `Rc`s). The checks whose program cannot be built come back apart,
+/// by name, with their error.
+pub fn share_kernels(share: usize, shares: usize) -> (Vec<Rc<Kernel>>, Vec<(String, SuiteError)>) {
+    let mut seen = std::collections::HashSet::new();
+    let (mut kernels, mut errors) = (Vec::new(), Vec::new());
+    for check in all_checks().iter().skip(share).step_by(shares.max(1)) {
+        match check.program() {
+            Ok(p) => kernels.extend(
+                p.calls
+                    .iter()
+                    .filter(|c| seen.insert(c.kernel.name.clone()))
+                    .map(|c| c.kernel.clone()),
+            ),
+            Err(e) => errors.push((check.name(), e)),
+        }
+    }
+    (kernels, errors)
 }
 
 /// Every registered check.

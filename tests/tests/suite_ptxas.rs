@@ -5,34 +5,27 @@
 //!
 //! Without ptxas the test prints why and passes, unless `ENTKV_REQUIRE_PTXAS=1` (set by CI).
 
+use entkv_kernels::suite::share_kernels;
 use entkv_kernels::KernelModule;
 use entkv_tests::{assemble_module, assert_no_spills, on_two_workers, ptxas_available};
 
-/// The suite's kernels dealt out by check to `workers` threads (kernels hold `Rc`s, so each
-/// thread builds its own checks' programs); a kernel two workers' checks share is assembled by
-/// both.
+/// The suite's kernels of share `worker` ([`share_kernels`]), assembled; a kernel two
+/// workers' checks share is assembled by both.
 fn suite_failures(worker: usize, workers: usize, check_ptxas: bool) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    let mut failures = Vec::new();
-    for check in entkv_kernels::suite::all_checks()
-        .iter()
-        .skip(worker)
-        .step_by(workers)
-    {
-        let program = check
-            .program()
-            .unwrap_or_else(|e| panic!("{}: {e}", check.name()));
-        for call in &program.calls {
-            if seen.insert(call.kernel.name.clone()) {
-                let module = KernelModule {
-                    name: "suite",
-                    kernels: vec![call.kernel.as_ref().clone()],
-                };
-                failures.extend(assemble_module(&module, check_ptxas));
-            }
-        }
+    let (kernels, errors) = share_kernels(worker, workers);
+    if let Some((name, e)) = errors.first() {
+        panic!("{name}: {e}");
     }
-    failures
+    kernels
+        .iter()
+        .flat_map(|k| {
+            let module = KernelModule {
+                name: "suite",
+                kernels: vec![k.as_ref().clone()],
+            };
+            assemble_module(&module, check_ptxas)
+        })
+        .collect()
 }
 
 #[test]
