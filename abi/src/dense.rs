@@ -15,7 +15,8 @@
 
 use crate::geometry::{ceil_div, LaunchGeometry};
 use crate::paged::PagedSpec;
-use crate::spec::{DecodeSpec, SpecError};
+use crate::pipeline::DecodeKind;
+use crate::spec::{DType, DecodeSpec, SpecError};
 use serde::{Deserialize, Serialize};
 
 /// Rows (head dim × GQA group) from which [`DenseTile::default_for`] trades q registers for
@@ -108,6 +109,21 @@ pub struct DenseTile {
     /// `_seed`; absent from bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub seed: bool,
+    /// Sparse score pass only: look up the next chunk's pages while this one is scored
+    /// (`sel_pages` loads when a chunk starts, block-table loads once its K rows arrived) where
+    /// [`page_lookahead_by_default`] leaves it off (bf16 keys, GQA groups, ALiBi): there it
+    /// holds registers across a chunk that spilled on some tiles, so the tuner times it per
+    /// tile. Tag suffix `_la`; absent from bundles and logs written before it existed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lookahead: bool,
+}
+
+/// Whether the sparse score pass looks up the next chunk's pages ahead on every tile: f16 keys,
+/// one head a group, no ALiBi. There the lookahead took registers from 74 to 60 at d = 32 and
+/// made the pass 5–10% faster; elsewhere it cost registers and spilled at some tiles
+/// (results/2026-11-30-lookahead), so it is a tile knob there ([`DenseTile::lookahead`]).
+pub fn page_lookahead_by_default(spec: &DecodeSpec, alibi: bool) -> bool {
+    !alibi && spec.group == 1 && spec.kv_dtype == DType::F16
 }
 
 impl DenseTile {
@@ -142,6 +158,7 @@ impl DenseTile {
             share_bound: false,
             mma: false,
             seed: false,
+            lookahead: false,
         }
     }
 
@@ -240,6 +257,7 @@ impl DenseTile {
             share_bound: false,
             mma: false,
             seed: false,
+            lookahead: false,
         }
     }
 
@@ -354,11 +372,11 @@ impl DenseTile {
     }
 
     /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound, `_tc`
-    /// when the dot products run on the tensor cores and `_seed` when the shared bounds start
-    /// at an estimate.
+    /// when the dot products run on the tensor cores, `_seed` when the shared bounds start at
+    /// an estimate and `_la` when the sparse pass looks its pages up a chunk ahead.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -369,26 +387,51 @@ impl DenseTile {
             self.finish_capacity,
             if self.share_bound { "_h" } else { "" },
             if self.mma { "_tc" } else { "" },
-            if self.seed { "_seed" } else { "" }
+            if self.seed { "_seed" } else { "" },
+            if self.lookahead { "_la" } else { "" }
         )
     }
 
-    /// Whether this tile is valid for `spec`'s paged decode: its shape ([`DenseTile::check`])
-    /// and the knobs that belong to one pass. [`DenseTile::share_bound`] is for the warp stream
-    /// of a certified pass over a per-token grid (4-bit sketches), at GQA ≤
-    /// [`MAX_SHARE_BOUND_GROUP`]; [`DenseTile::mma`] for the dense and sparse score passes;
-    /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start).
-    /// `certified` says whether the tile is the certified pass's.
-    pub fn check_for(&self, spec: &PagedSpec, certified: bool) -> Result<(), SpecError> {
+    /// Whether this tile is valid for `spec`'s paged decode of `kind`: its shape
+    /// ([`DenseTile::check`]) and the knobs that belong to one pass. [`DenseTile::share_bound`]
+    /// is for the warp stream of a certified pass over a per-token grid (4-bit sketches), at GQA
+    /// ≤ [`MAX_SHARE_BOUND_GROUP`]; [`DenseTile::mma`] for the dense and sparse score passes;
+    /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start);
+    /// [`DenseTile::lookahead`] is for the sparse pass where [`page_lookahead_by_default`] is off.
+    pub fn check_for(&self, spec: &PagedSpec, kind: DecodeKind) -> Result<(), SpecError> {
         self.check(&spec.decode)?;
-        self.check_pass_knobs(certified, spec)
+        self.check_pass_knobs(kind, spec)
     }
 
-    fn check_pass_knobs(&self, certified: bool, spec: &PagedSpec) -> Result<(), SpecError> {
+    /// Whether the sparse score pass of this tile looks its pages up a chunk ahead.
+    pub fn page_lookahead(&self, spec: &DecodeSpec, alibi: bool) -> bool {
+        self.lookahead || page_lookahead_by_default(spec, alibi)
+    }
+
+    fn check_pass_knobs(&self, kind: DecodeKind, spec: &PagedSpec) -> Result<(), SpecError> {
+        let certified = kind.is_certified();
         if self.mma && certified {
             return Err(SpecError::BadTile {
                 kernel: "decode_certified",
                 reason: "mma (`_tc`) is a tile of the dense and sparse score passes (the certified pass bounds its scores from sketches)".into(),
+            });
+        }
+        if self.lookahead && kind != DecodeKind::Sparse {
+            return Err(SpecError::BadTile {
+                kernel: if certified {
+                    "decode_certified"
+                } else {
+                    "decode_dense"
+                },
+                reason: "lookahead (`_la`) is a tile of the sparse score pass (the walk over selected pages)"
+                    .into(),
+            });
+        }
+        if self.lookahead && page_lookahead_by_default(&spec.decode, spec.alibi) {
+            return Err(SpecError::BadTile {
+                kernel: "decode_sparse",
+                reason: "lookahead (`_la`) is already on for f16 keys, GQA 1 and no ALiBi: drop the flag"
+                    .into(),
             });
         }
         if self.seed && !self.share_bound {

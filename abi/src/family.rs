@@ -11,7 +11,7 @@ use crate::topk::{
     page_bounds_entry, page_score_box_entry, prune_mark_entry, prune_tau_entry, select_pruned_entry,
     select_topk_entry, BoxScoreTile, SelectTopkTile,
 };
-use crate::{paged_decode_entry_names, DenseTile, PagedSpec, SpecError};
+use crate::{paged_decode_entry_names, DecodeKind, DenseTile, PagedSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -186,9 +186,9 @@ impl TileConfig {
             (F::SelectTopk, TileConfig::SelectTopk(t)) => t.check(spec),
             (F::PageScoreMoments, TileConfig::Moments(t)) => t.check(spec),
             (F::SelectGaussian, TileConfig::Gauss(t)) => t.check(spec),
-            (F::DecodeDense | F::DecodeSparse | F::DecodeCertified, TileConfig::Dense(t)) => {
-                t.check_for(spec, family == F::DecodeCertified)
-            }
+            (F::DecodeDense, TileConfig::Dense(t)) => t.check_for(spec, DecodeKind::Dense),
+            (F::DecodeSparse, TileConfig::Dense(t)) => t.check_for(spec, DecodeKind::Sparse),
+            (F::DecodeCertified, TileConfig::Dense(t)) => t.check_for(spec, DecodeKind::Certified),
             _ => Err(SpecError::BadShape(format!(
                 "family `{family}` does not take a tile like {}",
                 self.tag()
@@ -332,6 +332,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("share_bound"), "{err}");
+    }
+
+    /// The page lookahead is a tile of the sparse pass where it is not always on (bf16, GQA,
+    /// ALiBi): its entries carry `_la`; the dense and certified passes refuse it by name, and
+    /// so does a spec where it is always on.
+    #[test]
+    fn page_lookahead_only_on_the_sparse_pass_where_it_is_a_knob() {
+        let ahead = |t: TileConfig| match t {
+            TileConfig::Dense(d) => TileConfig::Dense(DenseTile { lookahead: true, ..d }),
+            t => t,
+        };
+        let gqa = PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, false, 4).unwrap();
+        let paper = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+        let alibi = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, true, 4).unwrap();
+        let f = KernelFamily::DecodeSparse;
+        for s in [gqa, alibi] {
+            let e = ahead(f.default_tile(&s)).entries(f, &s).unwrap();
+            assert!(e.iter().all(|e| e.ends_with("_la")), "{e:?}");
+        }
+        for (family, s, why) in [
+            (KernelFamily::DecodeDense, gqa, "sparse score pass"),
+            (KernelFamily::DecodeCertified, gqa, "sparse score pass"),
+            (f, paper, "already on"),
+        ] {
+            let err = ahead(family.default_tile(&s))
+                .check(family, &s)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("lookahead") && err.contains(why), "{err}");
+        }
     }
 
     /// A seeded tile (`crate::seed`) needs shared bounds; its entries end with the three seed

@@ -223,7 +223,7 @@ pub fn decode_calls(
     sm_count: u32,
 ) -> Result<PipelinePlan, SpecError> {
     let ds = &spec.decode;
-    tile.check_for(spec, kind.is_certified())?;
+    tile.check_for(spec, kind)?;
     let dshape = DenseShape {
         batch: shape.batch,
         kv_heads: shape.kv_heads,
@@ -539,7 +539,7 @@ pub fn decode_buffers_bound(
     max_tokens: u64,
     sm_count: u32,
 ) -> Result<Vec<BufferSpec>, SpecError> {
-    tile.check_for(spec, kind.is_certified())?;
+    tile.check_for(spec, kind)?;
     let ws = dense_workspace_bound(
         &spec.decode,
         tile,

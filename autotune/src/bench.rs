@@ -25,25 +25,27 @@ pub struct VariantTiming {
     pub out_diff: f64,
 }
 
-/// Parse `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc]`
-/// (`tc`: the dot products on the tensor cores).
+/// Parse `threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity` and
+/// trailing flags (`tc`: the dot products on the tensor cores; see the loop for the others).
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
     let mut parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`.
-    let (mut mma, mut share_bound, mut seed) = (false, false, false);
+    // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`, `la`
+    // (`lookahead`).
+    let (mut mma, mut share_bound, mut seed, mut lookahead) = (false, false, false, false);
     while let Some(flag) = parts.last().filter(|p| p.parse::<u32>().is_err()) {
         match *flag {
             "tc" => mma = true,
             "h" => share_bound = true,
             "seed" => seed = true,
-            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed)"),
+            "la" => lookahead = true,
+            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, la)"),
         }
         parts.pop();
     }
     let v: Vec<u32> = parts.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
     if v.len() != 8 {
         bail!(
-            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed]"
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,la]"
         );
     }
     let t = DenseTile {
@@ -58,6 +60,7 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         share_bound,
         mma,
         seed,
+        lookahead,
     };
     t.check(spec)?;
     Ok(t)
@@ -161,7 +164,10 @@ mod tests {
         let t = parse_tile(&spec, "256,1,4,2,2,2,256,2048,seed,h").unwrap();
         assert!(t.share_bound && t.seed);
         let t = parse_tile(&spec, "256,1,4,2,2,2,256,2048").unwrap();
-        assert!(!t.share_bound && !t.seed && !t.mma);
+        assert!(!t.share_bound && !t.seed && !t.mma && !t.lookahead);
+        let t = parse_tile(&spec, "256,1,4,2,2,2,256,2048,la,tc").unwrap();
+        assert!(t.lookahead && t.mma);
+        assert_eq!(t.tag(), "t256_l1_r4_n2_m2_c2_f256_s2048_tc_la");
         let e = parse_tile(&spec, "256,1,4,2,2,2,256,2048,fast").unwrap_err();
         assert!(e.to_string().contains("unknown flag `fast`"), "{e}");
         let e = parse_tile(&spec, "256,1,4,2,2,2,h").unwrap_err();

@@ -36,7 +36,7 @@ use crate::tokens::{load_queries, slope, Lanes, Layout, PageBufs, QueryRegs, Tok
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::pipeline::SELECTED_WALK_SHARE;
-use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DenseTile, PagedSpec};
+use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Relative slack on a page's `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)` that covers f32 rounding:
@@ -63,7 +63,7 @@ pub fn select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// Grid: enough blocks of [`entkv_abi::pipeline::CERTIFIED_INIT_THREADS`] for `heads`.
 /// Parameters: `head_bound, heads`.
 pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    tile.check_for(spec, true)?;
+    tile.check_for(spec, DecodeKind::Certified)?;
     let threads = entkv_abi::pipeline::CERTIFIED_INIT_THREADS;
     let mut k = KernelBuilder::new(entkv_abi::pipeline::certified_init_entry(spec, tile), threads);
     let head_bound = k.buffer("head_bound", Scalar::I32, Access::Write);
@@ -158,7 +158,7 @@ fn score_pass(
     refine: bool,
 ) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
-    tile.check_for(spec, true)?;
+    tile.check_for(spec, DecodeKind::Certified)?;
     let selected = walk_kind == Walk::Selected;
     let name = match walk_kind {
         Walk::Full if !refine && refines(spec) => unrefined_entry(spec, tile),
@@ -1251,7 +1251,7 @@ fn load_row_if(k: &mut KernelBuilder, lanes: &Lanes, buf: Buf, row: Var, cond: E
 /// support, kept, [repair, gate] (seeded), splits, split_len, max_pages`.
 pub fn decode_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     let ds = &spec.decode;
-    tile.check_for(spec, true)?;
+    tile.check_for(spec, DecodeKind::Certified)?;
     let (_, name) = entry_names(spec, tile);
     let threads = tile.finish_threads;
     let mut k = KernelBuilder::new(name, threads);

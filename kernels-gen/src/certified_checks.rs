@@ -552,7 +552,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             share_bound: !small.share_bound,
             ..small
         };
-        if case.spec.sketch_token_grid() && other.check_for(&case.spec, true).is_ok() {
+        if case.spec.sketch_token_grid() && other.check_for(&case.spec, DecodeKind::Certified).is_ok() {
             tiles.push((other, 1));
         }
         for (tile, sm_count) in tiles {
@@ -572,7 +572,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             seed: true,
             ..small
         };
-        if case.spec.sketch_token_grid() && seeded.check_for(&case.spec, true).is_ok() {
+        if case.spec.sketch_token_grid() && seeded.check_for(&case.spec, DecodeKind::Certified).is_ok() {
             v.push(Box::new(CertifiedCheck {
                 case: case.clone(),
                 tile: seeded,

@@ -15,7 +15,7 @@ use crate::tokens::{
     TokenSource,
 };
 use crate::{scalar_of, KernelGenError};
-use entkv_abi::{paged_decode_entry_names, DType, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Score pass: grid (splits, kv heads, batch). Parameters, in order:
@@ -123,13 +123,11 @@ pub fn score_kernel(
         (k.let_("c_first", split.i64() * split_len), src.len)
     };
     // The first chunk's pages are looked up before the walk, each later chunk's while the one
-    // before it is scored: f16 keys, one head per group, no ALiBi. Elsewhere the registers
-    // this holds across a chunk cost more than the latency it hides, so those walks look each
-    // chunk's pages up when it starts (`stage_at`): with ALiBi or a GQA group the pass
-    // already runs at its register cap (80 or 128) and spilled (d 32 and 64 with ALiBi,
-    // d 128 with G = 2); with bf16 keys ptxas went from 62 to 94 registers at d = 32 (four CTAs
-    // per SM to two). At d = 32, f16, P = 16 it goes from 74 to 60.
-    let ahead = !alibi && spec.group == 1 && spec.kv_dtype == DType::F16;
+    // before it is scored: always with f16 keys, one head a group and no ALiBi, elsewhere on
+    // tiles that ask for it (`DenseTile::lookahead`: there the registers it holds across a
+    // chunk spilled on some tiles, and at d = 32 bf16 took the pass from 62 to 94 registers).
+    // Walks without it look each chunk's pages up when it starts (`stage_at`).
+    let ahead = tile.page_lookahead(spec, alibi);
     let lookahead = staged.filter(|_| ahead).map(|cp| {
         let la = src.lookahead(&mut k, &cp, tile.threads);
         k.if_(c_first.lt(c_end), |k| {

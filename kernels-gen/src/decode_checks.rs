@@ -9,7 +9,7 @@ use crate::pipelines::{decode_pipeline, DecodeKind};
 use crate::program::Program;
 use crate::reference::{attend, DecodeReference};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
-use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{page_lookahead_by_default, DType, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::interp::HostBuffer;
 
 /// Which pages a sparse decode is given.
@@ -370,6 +370,30 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             selection,
             sm_count: 132,
         }));
+        // The page lookahead where it is a tile knob (bf16, GQA, ALiBi), on the small FMA
+        // tile and on a tensor-core tile: pages fetched a chunk ahead over runs of chunks.
+        let knob =
+            selection != Selection::All && !page_lookahead_by_default(&case.spec.decode, case.spec.alibi);
+        if knob {
+            let mma = DenseTile {
+                threads: 64,
+                lanes_per_token: 1,
+                tokens_per_group: 3,
+                mma: true,
+                ..small
+            };
+            for tile in [small, mma] {
+                v.push(Box::new(PagedDecodeCheck {
+                    case: case.clone(),
+                    tile: DenseTile {
+                        lookahead: true,
+                        ..tile
+                    },
+                    selection,
+                    sm_count: 1,
+                }));
+            }
+        }
         // Small tiles, a small assumed GPU: several chunks per split, several splits, and
         // candidates beyond the finish pass's shared staging.
         v.push(Box::new(PagedDecodeCheck {

@@ -10,7 +10,7 @@ use crate::{scalar_of, KernelGenError};
 use entkv_abi::seed::{
     seed_entry_names, SEED_MIN_SAMPLES, SEED_RANK, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
 };
-use entkv_abi::{DenseTile, PagedSpec};
+use entkv_abi::{DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// The `repair, gate` parameters a seeded tile's score pass and finish take: each runs twice a
@@ -46,7 +46,7 @@ impl RepairGate {
 /// a 16-byte slice of its row and the group's sums. Parameters: `q, k_pool, block_table,
 /// seq_lens, [alibi_slopes], seed_z, samples, max_pages`.
 pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    tile.check_for(spec, true)?;
+    tile.check_for(spec, DecodeKind::Certified)?;
     let ds = &spec.decode;
     let [name, _, _] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
@@ -137,7 +137,7 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// the pair's `repair` flag to 0 (the group's first head). Samples past a sequence are −∞
 /// already, so it needs no lengths. Parameters: `seed_z, seed, head_bound, repair, samples`.
 pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    tile.check_for(spec, true)?;
+    tile.check_for(spec, DecodeKind::Certified)?;
     let ds = &spec.decode;
     let [_, name, _] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
@@ -245,7 +245,7 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
 /// as tightly as an exact estimate would have. Parameters: `tau, seed, repair, repair_bound,
 /// heads`.
 pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
-    tile.check_for(spec, true)?;
+    tile.check_for(spec, DecodeKind::Certified)?;
     let [_, _, name] = seed_entry_names(spec, tile);
     let threads = SEED_THREADS;
     let mut k = KernelBuilder::new(name, threads);

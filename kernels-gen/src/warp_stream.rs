@@ -356,6 +356,7 @@ mod tests {
             share_bound: false,
             mma: false,
             seed: false,
+            lookahead: false,
         };
         let chunk = (threads * tokens) as usize;
         let n = chunk * chunks.len();

@@ -9,7 +9,8 @@
 
 use entkv_abi::gaussian::{GaussTile, MomentsTile};
 use entkv_abi::{
-    BoxScoreTile, DenseTile, KernelFamily, MetaTile, PagedSpec, SelectTopkTile, TileConfig, RADIX_BINS,
+    page_lookahead_by_default, BoxScoreTile, DenseTile, KernelFamily, MetaTile, PagedSpec, SelectTopkTile,
+    TileConfig, RADIX_BINS,
 };
 
 /// What a CTA may use on the devices entkv targets (sm_90), checked per generated entry.
@@ -170,6 +171,16 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
             if family != KernelFamily::DecodeCertified {
                 v.extend(mma_points(&def, &spec.decode));
             }
+            if family == KernelFamily::DecodeSparse && !page_lookahead_by_default(&spec.decode, spec.alibi) {
+                // The page lookahead where it is a tile knob, on the default and the
+                // tensor-core points (the tiles `gqa` and `wide` pick): it frees the chunk
+                // start of two dependent loads for registers held across the chunk.
+                let ahead: Vec<DenseTile> = std::iter::once(def)
+                    .chain(mma_points(&def, &spec.decode))
+                    .map(flip_lookahead)
+                    .collect();
+                v.extend(ahead);
+            }
             if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
                 let small = small_cta_points(&def);
                 // Head-bound sharing flipped on the default and the small-CTA points: it pays
@@ -282,6 +293,14 @@ fn flip_share(t: DenseTile) -> DenseTile {
     }
 }
 
+/// `t` with the other choice of looking the sparse pass's pages up a chunk ahead.
+fn flip_lookahead(t: DenseTile) -> DenseTile {
+    DenseTile {
+        lookahead: !t.lookahead,
+        ..t
+    }
+}
+
 /// `t` with the other choice of seeding its shared head bounds (sharing them if it did not).
 fn flip_seed(t: DenseTile) -> DenseTile {
     DenseTile {
@@ -382,11 +401,22 @@ fn descent_step(
     centre: &DenseTile,
     runners_up: &[TileConfig],
 ) -> Vec<DenseTile> {
-    let primaries = |t: &DenseTile| (t.threads, t.lanes_per_token, t.tokens_per_group, t.mma);
+    let primaries = |t: &DenseTile| {
+        (
+            t.threads,
+            t.lanes_per_token,
+            t.tokens_per_group,
+            t.mma,
+            t.lookahead,
+        )
+    };
     let mut points = dense_secondaries(centre);
     if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
         points.insert(0, flip_seed(*centre));
         points.insert(0, flip_share(*centre));
+    }
+    if family == KernelFamily::DecodeSparse && !page_lookahead_by_default(&spec.decode, spec.alibi) {
+        points.insert(0, flip_lookahead(*centre));
     }
     let mut seen = vec![primaries(centre)];
     for t in runners_up {
@@ -401,6 +431,7 @@ fn descent_step(
                 lanes_per_token: t.lanes_per_token,
                 tokens_per_group: t.tokens_per_group,
                 mma: t.mma,
+                lookahead: t.lookahead,
                 ..*centre
             });
         }
@@ -563,6 +594,43 @@ mod tests {
         let g8 = family_space(f, &bits4(8), &limits).unwrap();
         assert!(!g8.valid.iter().any(shares));
         assert!(g8.invalid.iter().any(|(t, why)| shares(t) && why.contains("GQA")));
+    }
+
+    /// The sparse pass is timed with the page lookahead where it is a tile knob (bf16, GQA,
+    /// ALiBi), on its default and tensor-core points, and refined with the best's flipped
+    /// first; no other family gets it, nor a spec where the lookahead is always on.
+    #[test]
+    fn the_page_lookahead_is_tried_for_the_sparse_pass_where_it_is_a_knob() {
+        let limits = DeviceLimits::default();
+        let gqa = PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::BF16).unwrap(), 16, false, 4).unwrap();
+        let ahead = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.lookahead);
+        let f = KernelFamily::DecodeSparse;
+        let space = family_space(f, &gqa, &limits).unwrap();
+        let TileConfig::Dense(def) = space.default_tile() else {
+            panic!("a dense tile")
+        };
+        assert!(!def.lookahead);
+        assert!(space.valid.contains(&TileConfig::Dense(flip_lookahead(def))));
+        let n_mma = mma_points(&def, &gqa.decode).len();
+        assert!(n_mma > 0);
+        // The default is a tensor-core point at `gqa`: it and its flip are counted once.
+        assert_eq!(space.valid.iter().filter(|t| ahead(t)).count(), n_mma);
+        let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
+        let TileConfig::Dense(best) = ranked[0] else {
+            panic!("a dense tile")
+        };
+        let r = refinements(f, &gqa, &limits, &ranked, None, &[]);
+        assert_eq!(r[0], TileConfig::Dense(flip_lookahead(best)));
+        for other in [KernelFamily::DecodeDense, KernelFamily::DecodeCertified] {
+            let sp = family_space(other, &gqa, &limits).unwrap();
+            assert!(!sp.valid.iter().any(ahead), "{other}");
+        }
+        let paper = spec(32, 1, 16, false);
+        assert!(!family_space(f, &paper, &limits).unwrap().valid.iter().any(ahead));
+        let e = flip_lookahead(DenseTile::default_sparse(&paper))
+            .check_for(&paper, entkv_abi::DecodeKind::Sparse)
+            .unwrap_err();
+        assert!(e.to_string().contains("already on"), "{e}");
     }
 
     #[test]
