@@ -32,14 +32,15 @@ pub use writer::{BundleMeta, BundleWriter};
 /// heads a `page_bounds` block (its `heads_log2` argument), 7 the dense tiles' optional `mma`
 /// (tensor-core score passes; a schema-6 reader would drop it and fail the digest), 8 the
 /// certified tiles' optional `seed` (a seeded row's pass and finish take `repair, gate`, and its
-/// entries add `certified_seed_scores`, `certified_seed`, `certified_verify`).
-pub const SCHEMA_VERSION: u32 = 8;
+/// entries add `certified_seed_scores`, `certified_seed`, `certified_verify`), 9 the sparse
+/// tiles' optional `lookahead` (pages looked up a chunk ahead; same entries and arguments).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild. Schemas 6 and 7 differ from 8 only by the absent `mma`
-/// and `seed` (false): their kernels are today's.
+/// refused with a request to rebuild. Schemas 6, 7 and 8 differ from 9 only by the absent
+/// `mma`, `seed` and `lookahead` (false): their kernels are today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

@@ -293,14 +293,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 9,
-                    supported: 8
+                    found: 10,
+                    supported: 9
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 9") && e.to_string().contains("versions 6–8"),
+            e.to_string().contains("schema version 10") && e.to_string().contains("versions 6–9"),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -309,14 +309,14 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 10, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 11, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
-            found: 10,
-            supported: 8
+            found: 11,
+            supported: 9
         }
     ));
     // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
@@ -449,6 +449,48 @@ fn tensor_core_rows_and_schema_6() {
             .contains("mma")
     );
     assert_eq!(Bundle::open(&t6.0).unwrap().manifest().schema_version, 6);
+}
+
+/// A sparse row with the page lookahead (schema 9) round trips; a schema-8 reader's view, the
+/// field dropped, fails the digest; a schema-8 bundle (no such field) still opens.
+#[test]
+fn lookahead_rows_and_schema_8() {
+    let f = KernelFamily::DecodeSparse;
+    let s = spec_g(2);
+    let TileConfig::Dense(t) = f.default_tile(&s) else {
+        unreachable!()
+    };
+    let tile = TileConfig::Dense(DenseTile { lookahead: true, ..t });
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s);
+    add_default_rows(&mut w, &s, &[]);
+    let module = add_tuned_tile_row(&mut w, f, &s, tile);
+    assert!(module.contains("_la"), "{module}");
+    let t = TempDir::new("lookahead");
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    assert!(String::from_utf8(std::fs::read(t.0.join(MANIFEST_FILE)).unwrap())
+        .unwrap()
+        .contains("\"lookahead\": true"));
+    let b = Bundle::open(&t.0).unwrap();
+    assert_eq!(
+        b.resolve(f, &s, 1000, Some(Selector::Topk)).unwrap().row.tile,
+        tile
+    );
+    let mut v = read_manifest_json(&t.0);
+    for row in v["manifest"]["table"].as_array_mut().unwrap() {
+        row["tile"]["Dense"]
+            .as_object_mut()
+            .map(|d| d.remove("lookahead"));
+    }
+    write_manifest_json(&t.0, &v);
+    assert!(matches!(
+        Bundle::open(&t.0).unwrap_err(),
+        BundleError::Corrupt { .. }
+    ));
+    let t8 = TempDir::new("schema8");
+    bundle().write_dir(&t8.0).unwrap();
+    edit_manifest(&t8.0, |m| m.schema_version = 8);
+    assert_eq!(Bundle::open(&t8.0).unwrap().manifest().schema_version, 8);
 }
 
 #[test]
