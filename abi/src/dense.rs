@@ -186,8 +186,21 @@ impl DenseTile {
     /// registers; three with ALiBi, whose positions spill 8 B at 64, local ptxas 13). The dense
     /// walk keeps its FMA tile there (1.69 vs 2.15 ms at 1M): over every page one lane a token
     /// streams at 3.8 TB/s already.
+    ///
+    /// Wide rows without ALiBi look their pages up a chunk ahead ([`DenseTile::lookahead`]):
+    /// 3–6% faster on every tile the tuner timed both ways at `wide` 128k and 1M, top-k and
+    /// Gaussian (the default 143.2 → 138.5 µs at 128k and 868.6 → 835.3 at 1M, top-k, on an
+    /// H100; results/2026-12-05-lookahead-knob/1-check-bench). With ALiBi it spills 16 B at 128
+    /// registers (local ptxas 13). At `gqa` it won only on one- and two-round tiles, slower
+    /// than the default's four rounds, where it spills.
     pub fn default_sparse(spec: &PagedSpec) -> DenseTile {
         let tile = DenseTile::default_paged(spec);
+        if wide_row(&spec.decode) && tile.mma && !spec.alibi {
+            return DenseTile {
+                lookahead: true,
+                ..tile
+            };
+        }
         if one_lane_pair(&spec.decode) {
             DenseTile {
                 threads: 256,

@@ -403,7 +403,8 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             sm_count: 1,
         }));
     }
-    // BENCH.md's `wide` spec, with its default tile (tensor cores, 128-token chunks), the FMA
+    // BENCH.md's `wide` spec, with its default tile (tensor cores, 128-token chunks), the same
+    // looking its pages up a chunk ahead (the sparse walk's default there), the FMA
     // tile (six tokens × 32 lane groups: 192-token chunks, whole pages) and with 16 lanes × 3
     // tokens a lane group: 48-token chunks over 32-token pages, so chunks start inside pages
     // (the default before 2026-11-30, whose staging bug the GPU found).
@@ -418,6 +419,8 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         KeyData::Normal,
     );
     let wide = DenseTile::default_for(&case.spec.decode);
+    let wide_sparse = DenseTile::default_sparse(&case.spec);
+    assert!(wide_sparse.lookahead, "the wide sparse default looks ahead");
     let fma = DenseTile::fma_wide(&case.spec.decode);
     let unaligned = DenseTile {
         threads: 256,
@@ -425,7 +428,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         tokens_per_group: 3,
         ..fma
     };
-    for tile in [wide, fma, unaligned] {
+    for tile in [wide, wide_sparse, fma, unaligned] {
         v.push(Box::new(PagedDecodeCheck {
             tile,
             case: case.clone(),

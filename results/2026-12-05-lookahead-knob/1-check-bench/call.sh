@@ -1,4 +1,4 @@
-# Device call at f25b718: the sparse pass's page lookahead as a tile knob (`_la`) where it is
+# Device call at 9677c11 (f25b718 and the bundle schema 9): the sparse pass's page lookahead as a tile knob (`_la`) where it is
 # not always on (bf16, GQA, ALiBi), and the seed's rank cap at 6 (579998b) in a full tuned run.
 # Whichever GPU comes:
 # 1) the GPU suite (--small-only), with the new `_la` checks (FMA and tensor-core tiles);
