@@ -349,13 +349,16 @@ impl DenseTile {
         // splits a head at 1M), so a warp's own bound stays far below its head's threshold and
         // about half its tokens are rescored; shared head bounds measured 3.85 → 2.99 ms at 1M
         // (results/2026-12-01-exact-finish/4-head-bound-ab). Elsewhere the tuner decides.
-        // Seeding them (`seed`) pays more on `wide` (2.45 → 1.81 ms at 1M, 0.71 → 0.49 at 128k
-        // at the tile above) and `gqa` (0.27 → 0.20 ms at 128k), but not at `paper`'s G = 1
-        // (1.21 → 1.51 ms at 1M; results/2026-12-05-long-select/3-checks-bench, tune logs), and a
-        // seeded tile cannot serve the page-pruned walk, which takes this family's default row
-        // too: tuned bundles get it where it wins.
+        // Seeding them (`seed`) pays more on `wide` at every length the tuner timed (the tile
+        // above: 32k 261 → 239 µs, 128k 705 → 490, 1M 2452 → 1806; results/2026-12-05-long-select/
+        // 3-checks-bench, tune logs), so the full walk's default there is seeded; the
+        // page-pruned walk, which a seeded tile cannot serve, keeps it unseeded
+        // ([`DenseTile::default_certified_pruned`]). `gqa` gains from 32k up but loses at 8k (72 →
+        // 98 µs) and `paper` at 1M: the tuner decides there.
+        let grid_wide = paged.sketch_token_grid() && wide;
         let tile = DenseTile {
-            share_bound: paged.sketch_token_grid() && wide,
+            share_bound: grid_wide,
+            seed: grid_wide,
             ..tile
         };
         if paged.sketch_token_grid() && spec.head_dim * spec.group <= 64 {
@@ -372,6 +375,16 @@ impl DenseTile {
             };
         }
         tile
+    }
+
+    /// The page-pruned certified walk's default: [`DenseTile::default_certified`] unseeded (a
+    /// seeded pass estimates its heads' thresholds over the whole sequence and repairs on its
+    /// own splits: a full walk's).
+    pub fn default_certified_pruned(paged: &PagedSpec) -> DenseTile {
+        DenseTile {
+            seed: false,
+            ..DenseTile::default_certified(paged)
+        }
     }
 
     /// Tokens one score CTA covers per chunk.

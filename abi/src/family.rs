@@ -96,7 +96,40 @@ impl KernelFamily {
         }
     }
 
-    /// The untuned tile of this family for `spec`.
+    /// The untuned tile of this family's walk fed by `selector` ([`KernelFamily::default_tile`]
+    /// where that tile serves it; the page-pruned certified walk takes
+    /// [`DenseTile::default_certified_pruned`] where the full walk's default is seeded).
+    pub fn default_tile_for(self, spec: &PagedSpec, selector: Option<Selector>) -> TileConfig {
+        let tile = self.default_tile(spec);
+        if tile.serves(selector) {
+            return tile;
+        }
+        match self {
+            KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified_pruned(spec)),
+            _ => unreachable!("only a seeded certified tile serves one walk and not another"),
+        }
+    }
+
+    /// The default rows of this family at `spec`: [`KernelFamily::rows_with`] its default tile.
+    pub fn default_rows(self, spec: &PagedSpec) -> Vec<(Option<Selector>, TileConfig)> {
+        self.rows_with(spec, self.default_tile(spec))
+    }
+
+    /// Rows (selector, tile) that make `tile` this family's tile for every walk (selector
+    /// `None`), with [`KernelFamily::default_tile_for`] the walks it cannot serve.
+    pub fn rows_with(self, spec: &PagedSpec, tile: TileConfig) -> Vec<(Option<Selector>, TileConfig)> {
+        std::iter::once((None, tile))
+            .chain(
+                self.selectors()
+                    .iter()
+                    .filter(|s| !tile.serves(Some(**s)))
+                    .map(|s| (Some(*s), self.default_tile_for(spec, Some(*s)))),
+            )
+            .collect()
+    }
+
+    /// The untuned tile of this family for `spec` (for the certified decode, its full walk's:
+    /// see [`KernelFamily::default_rows`]).
     pub fn default_tile(self, spec: &PagedSpec) -> TileConfig {
         match self {
             KernelFamily::PageMeta => TileConfig::Meta(MetaTile::default_for(spec)),
@@ -362,6 +395,46 @@ mod tests {
                 .to_string();
             assert!(err.contains("lookahead") && err.contains(why), "{err}");
         }
+    }
+
+    /// Every family has one default row for all its walks, except the certified decode where
+    /// its full walk's default is seeded (`wide`: d·G = 512, 4-bit sketches): there the
+    /// page-pruned walk gets a row of its own, the same tile unseeded. Each row's tile serves
+    /// its walk.
+    #[test]
+    fn default_rows_per_walk() {
+        let wide = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();
+        let paper = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+        let wide8 = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 8).unwrap();
+        for s in [wide, paper, wide8] {
+            for f in KernelFamily::ALL {
+                let rows = f.default_rows(&s);
+                assert_eq!(rows[0], (None, f.default_tile(&s)));
+                for (sel, t) in &rows {
+                    t.check(f, &s).unwrap();
+                    assert!(t.serves(*sel));
+                }
+                for sel in f.selector_keys() {
+                    assert!(f.default_tile_for(&s, sel).serves(sel));
+                }
+                let seeded = f == KernelFamily::DecodeCertified && s == wide;
+                assert_eq!(
+                    rows.len(),
+                    if seeded { 2 } else { 1 },
+                    "{f} at {}",
+                    s.sketch_tag()
+                );
+            }
+        }
+        let f = KernelFamily::DecodeCertified;
+        let (TileConfig::Dense(full), TileConfig::Dense(pruned)) = (
+            f.default_tile(&wide),
+            f.default_tile_for(&wide, Some(Selector::Pruned)),
+        ) else {
+            unreachable!()
+        };
+        assert!(full.seed && full.share_bound && !pruned.seed && pruned.share_bound);
+        assert_eq!(DenseTile { seed: false, ..full }, pruned);
     }
 
     /// A seeded tile (`crate::seed`) needs shared bounds; its entries end with the three seed

@@ -187,8 +187,9 @@ pub struct SpecPlan {
 }
 
 impl SpecPlan {
-    /// Every [`KernelFamily`] with one [`RowSource::Default`] row of its default tile, bucket
-    /// [`Bucket::Any`].
+    /// Every [`KernelFamily`] with its [`RowSource::Default`] rows, bucket [`Bucket::Any`]: one
+    /// of its default tile for every walk, and one for each walk that tile cannot serve
+    /// ([`KernelFamily::default_rows`]).
     pub fn defaults(spec: &PagedSpec) -> SpecPlan {
         SpecPlan {
             spec: *spec,
@@ -196,12 +197,16 @@ impl SpecPlan {
                 .into_iter()
                 .map(|family| FamilyPlan {
                     family,
-                    rows: vec![RowPlan {
-                        bucket: Bucket::Any,
-                        selector: None,
-                        tile: family.default_tile(spec),
-                        source: RowSource::Default,
-                    }],
+                    rows: family
+                        .default_rows(spec)
+                        .into_iter()
+                        .map(|(selector, tile)| RowPlan {
+                            bucket: Bucket::Any,
+                            selector,
+                            tile,
+                            source: RowSource::Default,
+                        })
+                        .collect(),
                 })
                 .collect(),
         }
@@ -209,8 +214,8 @@ impl SpecPlan {
 }
 
 /// The untuned bundle of `specs`: for every spec and every [`KernelFamily`], the family's
-/// default tile compiled into `<family>__<spec sketch_tag>.ptx` and one [`RowSource::Default`]
-/// row with bucket [`Bucket::Any`]. Specs repeated (same `sketch_tag`) are built once.
+/// default tiles compiled into `<family>__<spec sketch_tag>.ptx` and its [`RowSource::Default`]
+/// rows ([`SpecPlan::defaults`]). Specs repeated (same `sketch_tag`) are built once.
 pub fn create_default_bundle(specs: &[PagedSpec], created_unix_s: u64) -> Result<Bundle> {
     let plans: Vec<SpecPlan> = specs.iter().map(SpecPlan::defaults).collect();
     build_bundle(&plans, None, created_unix_s)

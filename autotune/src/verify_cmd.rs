@@ -38,8 +38,9 @@ pub struct VerifyArgs {
 }
 
 /// A view of `bundle` in which `row`'s tile is its family's default row at its spec: every
-/// tuned row is dropped and every other (family, spec) keeps its default, so the planner
-/// launches `row`'s entries at any context length. Built from the bundle's own artifacts (the
+/// tuned row is dropped and every other (family, spec) keeps its default rows, so the planner
+/// launches `row`'s entries at any context length (on every walk it serves; a walk it cannot
+/// keeps a default row that can). Built from the bundle's own artifacts (the
 /// row's PTX is in its module, nothing is recompiled); only the artifacts the kept rows use are
 /// carried over, and the header is the bundle's, so the view of a default row of an untuned
 /// bundle is that bundle.
@@ -73,20 +74,52 @@ fn view(bundle: &Bundle, as_default: Option<&TableRow>) -> Result<Bundle> {
     for spec in &m.specs {
         w.add_spec(*spec);
     }
-    let rows: Vec<TableRow> = m
+    let defaults: Vec<&TableRow> = m
         .table
         .iter()
         .filter(|r| r.source == RowSource::Default)
-        .map(|r| match as_default {
-            Some(new) if new.family == r.family && new.spec == r.spec => TableRow {
-                bucket: Bucket::Any,
-                selector: None,
-                source: RowSource::Default,
-                ..new.clone()
-            },
-            _ => r.clone(),
-        })
         .collect();
+    let mut rows: Vec<TableRow> = Vec::new();
+    for &r in &defaults {
+        match as_default {
+            Some(new) if new.family == r.family && new.spec == r.spec => {
+                // `new` serves every walk it can, in place of the family's default rows; a walk
+                // it cannot (the page-pruned walk of a seeded certified row) keeps a default
+                // row that can.
+                if r.selector.is_some() {
+                    continue;
+                }
+                rows.push(TableRow {
+                    bucket: Bucket::Any,
+                    selector: None,
+                    source: RowSource::Default,
+                    ..new.clone()
+                });
+                for &s in r
+                    .family
+                    .selectors()
+                    .iter()
+                    .filter(|s| !new.tile.serves(Some(**s)))
+                {
+                    let keep = defaults
+                        .iter()
+                        .find(|d| d.family == r.family && d.spec == r.spec && d.selector == Some(s))
+                        .or(Some(&r).filter(|d| d.tile.serves(Some(s))))
+                        .with_context(|| {
+                            format!(
+                                "no default row of {} at `{}` serves its {s} walk",
+                                r.family, r.spec
+                            )
+                        })?;
+                    rows.push(TableRow {
+                        selector: Some(s),
+                        ..(*keep).clone()
+                    });
+                }
+            }
+            _ => rows.push(r.clone()),
+        }
+    }
     for a in m
         .artifacts
         .iter()

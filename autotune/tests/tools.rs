@@ -190,6 +190,49 @@ fn a_seeded_certified_row_serves_the_full_walk_only() {
     }
 }
 
+/// The untuned bundle of a spec whose certified default is seeded (`wide`: d 128, G 4, 4-bit
+/// sketches): two default rows for that family, the full walk takes the seeded one (the seed
+/// kernels, the gated repair) and the page-pruned walk its own, both exact in the engine; a
+/// view with the pruned row as the default drops the pruned walk's row (that tile serves
+/// every walk), one with the seeded row is the bundle.
+#[test]
+fn an_untuned_bundle_seeds_the_full_walk_where_that_is_the_default() {
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();
+    let f = KernelFamily::DecodeCertified;
+    let bundle = Arc::new(create_default_bundle(&[spec], 0).unwrap());
+    let rows: Vec<_> = bundle.rows().iter().filter(|r| r.family == f).collect();
+    assert_eq!(rows.len(), 2);
+    let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
+    assert!(seeded(&rows[0].tile) && rows[0].selector.is_none());
+    assert!(!seeded(&rows[1].tile) && rows[1].selector == Some(entkv_abi::Selector::Pruned));
+    assert_eq!(&bundle_with_row_as_default(&bundle, rows[0]).unwrap(), &*bundle);
+    let view = bundle_with_row_as_default(&bundle, rows[1]).unwrap();
+    let viewed: Vec<_> = view.rows().iter().filter(|r| r.family == f).collect();
+    assert_eq!(viewed.len(), 1);
+    assert_eq!((viewed[0].tile, viewed[0].selector), (rows[1].tile, None));
+
+    let case = entkv_kernels::paged_data::PagedCase {
+        spec,
+        kv_heads: 1,
+        seq_lens: vec![1100, 70],
+        seed: 5,
+        data: entkv_kernels::paged_data::KeyData::Normal,
+        spare_pages: 1,
+    };
+    let x = case.inputs();
+    for (method, takes_seed) in [(Method::Certified, true), (Method::CertifiedPruned, false)] {
+        let checked = check_engine(&case, &x, method, &bundle, 8).unwrap();
+        let chosen = checked.run.plan.kernels.iter().find(|k| k.family == f).unwrap();
+        assert_eq!(
+            seeded(&chosen.tile),
+            takes_seed,
+            "{method:?}: {}",
+            chosen.tile.tag()
+        );
+        assert!(checked.check.passed, "{method:?}: {:?}", checked.check);
+    }
+}
+
 #[test]
 fn a_step_with_a_launch_removed_fails_its_check() {
     let bundle = Arc::new(default_bundle().clone());

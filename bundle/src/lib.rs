@@ -33,7 +33,9 @@ pub use writer::{BundleMeta, BundleWriter};
 /// (tensor-core score passes; a schema-6 reader would drop it and fail the digest), 8 the
 /// certified tiles' optional `seed` (a seeded row's pass and finish take `repair, gate`, and its
 /// entries add `certified_seed_scores`, `certified_seed`, `certified_verify`), 9 the sparse
-/// tiles' optional `lookahead` (pages looked up a chunk ahead; same entries and arguments).
+/// tiles' optional `lookahead` (pages looked up a chunk ahead; same entries and arguments) and
+/// default rows of the page-pruned walk beside a seeded certified default (a schema-8 reader
+/// refuses a default row with a selector).
 pub const SCHEMA_VERSION: u32 = 9;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
@@ -365,7 +367,8 @@ impl Bundle {
     /// [`Tier::Exact`] = a tuned row whose `Tokens` bucket contains `tokens`;
     /// [`Tier::NearestBucket`] = a tuned row of the nearest bucket (distance in log2 tokens to
     /// the bucket, see [`Bucket::log2_distance`]; ties go to the smaller `lo`);
-    /// [`Tier::Default`] = the [`RowSource::Default`] row (bucket [`Bucket::Any`]).
+    /// [`Tier::Default`] = the [`RowSource::Default`] row (bucket [`Bucket::Any`]) of
+    /// `selector`'s walk where the family has one, else the one for every walk.
     /// The tuned rows searched are `selector`'s when the family has any, else those tuned for
     /// every selector. [`BundleError::NoKernel`] when the spec is not in the bundle or the
     /// family has no row for it.
@@ -423,8 +426,13 @@ impl Bundle {
                 tier: Tier::NearestBucket,
             });
         }
-        rows()
-            .find(|r| r.source == RowSource::Default)
+        // The walk's own default row where it has one (the page-pruned walk beside a seeded
+        // certified default), else the row for every walk.
+        let default =
+            |s: Option<Selector>| rows().find(move |r| r.source == RowSource::Default && r.selector == s);
+        selector
+            .and_then(|s| default(Some(s)))
+            .or_else(|| default(None).filter(|r| r.tile.serves(selector)))
             .map(|row| Resolved {
                 row,
                 tier: Tier::Default,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use entkv_abi::{KernelFamily, PagedSpec};
+use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 
 use crate::{Bucket, Bundle, BundleError, BundleMeta, BundleWriter, RowSource, TableRow, TunedOn};
 
@@ -19,14 +19,32 @@ pub fn stub_ptx(entries: &[String]) -> String {
     s
 }
 
-/// The untuned row of `family` at `spec`, in module `<family>__<sketch tag>.ptx`.
+/// The untuned row of `family` at `spec` for every walk, in module `<family>__<sketch tag>.ptx`.
 pub fn default_row(family: KernelFamily, spec: &PagedSpec) -> Result<TableRow, BundleError> {
-    let tile = family.default_tile(spec);
+    default_row_for(family, spec, None, family.default_tile(spec))
+}
+
+/// The untuned rows of `family` at `spec` ([`KernelFamily::default_rows`]), in module
+/// `<family>__<sketch tag>.ptx`.
+pub fn default_rows(family: KernelFamily, spec: &PagedSpec) -> Result<Vec<TableRow>, BundleError> {
+    family
+        .default_rows(spec)
+        .into_iter()
+        .map(|(selector, tile)| default_row_for(family, spec, selector, tile))
+        .collect()
+}
+
+fn default_row_for(
+    family: KernelFamily,
+    spec: &PagedSpec,
+    selector: Option<Selector>,
+    tile: TileConfig,
+) -> Result<TableRow, BundleError> {
     Ok(TableRow {
         family,
         spec: spec.sketch_tag(),
         bucket: Bucket::Any,
-        selector: None,
+        selector,
         tile,
         module: format!("{}__{}.ptx", family.name(), spec.sketch_tag()),
         entries: tile
@@ -57,7 +75,7 @@ pub fn stub_bundle(specs: &[PagedSpec], extra: Vec<TableRow>) -> Result<Bundle, 
     for spec in specs {
         w.add_spec(*spec);
         for family in KernelFamily::ALL {
-            rows.push(default_row(family, spec)?);
+            rows.extend(default_rows(family, spec)?);
         }
     }
     rows.extend(extra);

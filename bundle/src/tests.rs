@@ -596,6 +596,98 @@ fn truncated_or_garbage_single_files_are_refused_without_panics() {
     assert!(Bundle::open(&f).is_err());
 }
 
+/// Where the certified decode's default is seeded (`wide`, 4-bit sketches), its page-pruned
+/// walk has a default row of its own and resolves to it; the full walk and the other families
+/// resolve to the row for every walk. A table without that row, or with one where the default
+/// serves the walk, or with a seeded tile for the pruned walk, is corrupt.
+#[test]
+fn default_rows_per_walk() {
+    let wide = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();
+    let f = KernelFamily::DecodeCertified;
+    let b = crate::stub::stub_bundle(&[wide], Vec::new()).unwrap();
+    let full = b.resolve(f, &wide, 1 << 20, None).unwrap();
+    let pruned = b.resolve(f, &wide, 1 << 20, Some(Selector::Pruned)).unwrap();
+    assert_eq!((full.tier, pruned.tier), (Tier::Default, Tier::Default));
+    assert_eq!(full.row.tile, f.default_tile(&wide));
+    assert_eq!(pruned.row.tile, f.default_tile_for(&wide, Some(Selector::Pruned)));
+    assert_ne!(full.row.tile, pruned.row.tile);
+    assert_eq!(pruned.row.selector, Some(Selector::Pruned));
+
+    let write = |rows: Vec<TableRow>| {
+        let mut w = BundleWriter::new(meta());
+        w.add_spec(wide);
+        let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in &rows {
+            let m = modules.entry(r.module.clone()).or_default();
+            m.extend(
+                r.entries
+                    .iter()
+                    .filter(|e| !m.contains(e))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        }
+        for (file, entries) in modules {
+            w.add_module(&file, fake_ptx(&entries), entries).unwrap();
+        }
+        for r in rows {
+            w.add_row(r);
+        }
+        w.finish().map(|_| ()).unwrap_err().to_string()
+    };
+    let rows = || -> Vec<TableRow> {
+        KernelFamily::ALL
+            .into_iter()
+            .flat_map(|f| crate::stub::default_rows(f, &wide).unwrap())
+            .collect()
+    };
+    let is_pruned_default = |r: &TableRow| r.family == f && r.selector == Some(Selector::Pruned);
+    // Without the pruned walk's row.
+    let e = write(rows().into_iter().filter(|r| !is_pruned_default(r)).collect());
+    assert!(
+        e.contains("0 default rows for selector pruned") && e.contains("cannot serve"),
+        "{e}"
+    );
+    // Two of them.
+    let mut two = rows();
+    two.extend(rows().into_iter().filter(is_pruned_default));
+    let e = write(two);
+    assert!(e.contains("2 default rows for selector pruned"), "{e}");
+    // A seeded tile for the pruned walk.
+    let seeded: Vec<TableRow> = rows()
+        .into_iter()
+        .map(|r| {
+            if is_pruned_default(&r) {
+                TableRow {
+                    selector: Some(Selector::Pruned),
+                    ..crate::stub::default_row(f, &wide).unwrap()
+                }
+            } else {
+                r
+            }
+        })
+        .collect();
+    let e = write(seeded);
+    assert!(
+        e.contains("cannot serve the walk of decode_certified (pruned)"),
+        "{e}"
+    );
+    // A pruned default where the default serves that walk (8-bit sketches: unseeded).
+    let s8 = spec();
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s8);
+    add_default_rows(&mut w, &s8, &[]);
+    w.add_row(TableRow {
+        selector: Some(Selector::Pruned),
+        ..default_row(f, &s8)
+    });
+    let e = w.finish().map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains("1 default rows for selector pruned (0 expected"),
+        "{e}"
+    );
+}
+
 #[test]
 fn resolve_by_selector() {
     // A selector's own tuned rows when it has any (tiers among them); else the rows tuned for
@@ -775,7 +867,7 @@ fn inconsistent_tables_are_corrupt() {
         selector: Some(Selector::Gaussian),
         ..default_row(ds, &s)
     });
-    corrupt(w, "a default row serves every selector");
+    corrupt(w, "has 0 default rows for every walk");
     let mut w = writer_with(&[]);
     w.add_row(for_sel(Selector::Topk, 1, 100));
     w.add_row(for_sel(Selector::Gaussian, 50, 200));

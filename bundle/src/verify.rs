@@ -220,7 +220,7 @@ pub(crate) fn check_consistency(
     }
 
     // (family, spec) → (default rows, tuned buckets per selector).
-    type Group = (usize, BTreeMap<Option<Selector>, Vec<(u64, u64)>>);
+    type Group<'a> = (Vec<&'a TableRow>, BTreeMap<Option<Selector>, Vec<(u64, u64)>>);
     let mut groups: BTreeMap<(entkv_abi::KernelFamily, &str), Group> = BTreeMap::new();
     for (i, row) in manifest.table.iter().enumerate() {
         let at = || {
@@ -232,7 +232,7 @@ pub(crate) fn check_consistency(
         check_row(row, &specs, &artifacts).or_else(|e| corrupt(format!("{}: {e}", at())))?;
         let g = groups.entry((row.family, row.spec.as_str())).or_default();
         match (row.source, row.bucket) {
-            (RowSource::Default, Bucket::Any) => g.0 += 1,
+            (RowSource::Default, Bucket::Any) => g.0.push(row),
             (RowSource::Tuned { .. }, Bucket::Tokens { lo, hi }) => {
                 g.1.entry(row.selector).or_default().push((lo, hi))
             }
@@ -245,11 +245,7 @@ pub(crate) fn check_consistency(
         }
     }
     for ((family, spec), (defaults, tuned)) in groups {
-        if defaults != 1 {
-            return corrupt(format!(
-                "{family} at `{spec}` has {defaults} default rows (exactly one with bucket `any` is required)"
-            ));
-        }
+        check_defaults(family, spec, &defaults).or_else(corrupt)?;
         for (selector, mut buckets) in tuned {
             let of = selector.map(|s| format!(" for selector {s}")).unwrap_or_default();
             buckets.sort_unstable();
@@ -261,6 +257,35 @@ pub(crate) fn check_consistency(
                     ));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// A (family, spec)'s default rows (bucket `any`): exactly one for every walk (no selector),
+/// and one for each selector whose walk that row's tile cannot serve (the page-pruned walk of
+/// a seeded certified default), none for the others.
+fn check_defaults(family: entkv_abi::KernelFamily, spec: &str, defaults: &[&TableRow]) -> Result<(), String> {
+    let of = |s: Option<Selector>| defaults.iter().filter(move |r| r.selector == s);
+    let every: Vec<_> = of(None).collect();
+    if every.len() != 1 {
+        return Err(format!(
+            "{family} at `{spec}` has {} default rows for every walk (exactly one with bucket `any` and no selector is required)",
+            every.len()
+        ));
+    }
+    for &s in family.selectors() {
+        let n = of(Some(s)).count();
+        let needed = usize::from(!every[0].tile.serves(Some(s)));
+        if n != needed {
+            return Err(format!(
+                "{family} at `{spec}` has {n} default rows for selector {s} ({needed} expected: {})",
+                if needed == 1 {
+                    "its default tile cannot serve that walk"
+                } else {
+                    "its default tile serves that walk"
+                }
+            ));
         }
     }
     Ok(())
@@ -317,9 +342,13 @@ fn check_row(
         if !row.family.selectors().contains(&s) {
             return Err(format!("{} reads no selection of selector {s}", row.family));
         }
-        if row.source == RowSource::Default {
-            return Err(format!("a default row serves every selector (it names {s})"));
-        }
+    }
+    if !row.tile.serves(row.selector) {
+        return Err(format!(
+            "tile {} cannot serve the walk of {} (a seeded certified tile is a full walk's)",
+            row.tile.tag(),
+            row.family.label(row.selector)
+        ));
     }
     if let Bucket::Tokens { lo, hi } = row.bucket {
         if lo >= hi {

@@ -92,20 +92,35 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         }
     }
     out.push(score);
-    let cert = DenseTile::default_certified(spec);
-    let mut select = vec![
-        certified::select_kernel(spec, &cert)?,
-        certified::selected_select_kernel(spec, &cert)?,
-        certified::rest_select_kernel(spec, &cert)?,
-    ];
-    select.extend(certified::tile_extra_kernels(spec, &cert)?);
+    // The full walk's default, and the page-pruned walk's where that one is seeded (the same
+    // tile unseeded: `KernelFamily::default_rows`).
+    let (mut select, mut decode) = (Vec::new(), Vec::new());
+    let full = DenseTile::default_certified(spec);
+    let pruned = DenseTile::default_certified_pruned(spec);
+    for cert in if pruned == full {
+        vec![full]
+    } else {
+        vec![full, pruned]
+    } {
+        select.extend([
+            certified::select_kernel(spec, &cert)?,
+            certified::selected_select_kernel(spec, &cert)?,
+            certified::rest_select_kernel(spec, &cert)?,
+        ]);
+        select.extend(certified::tile_extra_kernels(spec, &cert)?);
+        decode.push(certified::decode_kernel(spec, &cert)?);
+    }
+    // Kernels the two tiles share by name (those a seed does not change) are listed once.
+    let mut names = std::collections::HashSet::new();
+    select.retain(|k| names.insert(k.name.clone()));
+    decode.retain(|k| names.insert(k.name.clone()));
     out.push(KernelModule {
         name: "select_certified",
         kernels: select,
     });
     out.push(KernelModule {
         name: "decode_certified",
-        kernels: vec![certified::decode_kernel(spec, &cert)?],
+        kernels: decode,
     });
     out.push(KernelModule {
         name: "decode_dense",

@@ -260,20 +260,25 @@ impl GpuBackend {
         });
         w.add_spec(c.spec);
         for family in KernelFamily::ALL {
-            let tile = if family == c.family {
-                c.tile
+            // The candidate serves every walk it can; a walk it cannot (the page-pruned walk
+            // of a seeded certified tile) keeps its default.
+            let rows = if family == c.family {
+                family.rows_with(&c.spec, c.tile)
             } else {
-                family.default_tile(&c.spec)
+                family.default_rows(&c.spec)
             };
-            let m = self.compile(family, &c.spec, &tile)?;
-            let (file, ptx, entries) = (m.file.clone(), m.ptx.clone(), m.entries.clone());
-            w.add_module(&file, ptx, entries.clone()).map_err(internal)?;
-            w.add_row(TableRow {
-                tile,
-                module: file,
-                entries,
-                ..default_row(family, &c.spec).map_err(internal)?
-            });
+            for (selector, tile) in rows {
+                let m = self.compile(family, &c.spec, &tile)?;
+                let (file, ptx, entries) = (m.file.clone(), m.ptx.clone(), m.entries.clone());
+                w.add_module(&file, ptx, entries.clone()).map_err(internal)?;
+                w.add_row(TableRow {
+                    tile,
+                    selector,
+                    module: file,
+                    entries,
+                    ..default_row(family, &c.spec).map_err(internal)?
+                });
+            }
         }
         let bundle = Arc::new(w.finish().map_err(internal)?);
         self.bundles.insert(key, bundle.clone());
@@ -454,7 +459,7 @@ impl GpuBackend {
             .contains_key(&key)
         {
             let default = Candidate {
-                tile: c.family.default_tile(&c.spec),
+                tile: c.family.default_tile_for(&c.spec, w.selector),
                 ..*c
             };
             let t = Instant::now();

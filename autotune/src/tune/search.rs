@@ -326,12 +326,14 @@ pub fn run_search(
     let mut plans = Vec::new();
     for &family in &opts.families {
         let space = family_space(family, &opts.spec, &opts.limits).map_err(anyhow::Error::msg)?;
-        let tiles = order(opts.strategy, family, &space.valid, opts.seed, opts.max_evals);
-        // A family that reads a selection is searched once per selector: each gets its row.
+        // A family that reads a selection is searched once per selector: each gets its row,
+        // from the points that serve its walk, its own default first.
         for selector in family.selector_keys() {
+            let space = space.for_selector(&opts.spec, selector);
+            let tiles = order(opts.strategy, family, &space.valid, opts.seed, opts.max_evals);
             plans.push(Plan {
-                space: space.clone(),
-                tiles: tiles.iter().copied().filter(|t| t.serves(selector)).collect(),
+                space,
+                tiles,
                 selector,
             });
         }

@@ -10,7 +10,7 @@
 use entkv_abi::gaussian::{GaussTile, MomentsTile};
 use entkv_abi::{
     page_lookahead_by_default, BoxScoreTile, DenseTile, KernelFamily, MetaTile, PagedSpec, SelectTopkTile,
-    TileConfig, RADIX_BINS,
+    Selector, TileConfig, RADIX_BINS,
 };
 
 /// What a CTA may use on the devices entkv targets (sm_90), checked per generated entry.
@@ -46,6 +46,19 @@ impl Space {
     /// The family's default tile (always `valid[0]`).
     pub fn default_tile(&self) -> TileConfig {
         self.valid[0]
+    }
+
+    /// The points that serve `selector`'s walk, its default first
+    /// ([`KernelFamily::default_tile_for`]: the page-pruned walk's where the family's default
+    /// is a seeded certified tile, which cannot serve it).
+    pub fn for_selector(&self, spec: &PagedSpec, selector: Option<Selector>) -> Space {
+        let default = self.family.default_tile_for(spec, selector);
+        let rest = self.valid.iter().filter(|t| t.serves(selector) && **t != default);
+        Space {
+            family: self.family,
+            valid: std::iter::once(default).chain(rest.copied()).collect(),
+            invalid: self.invalid.clone(),
+        }
     }
 }
 
