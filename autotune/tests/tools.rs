@@ -168,20 +168,38 @@ fn a_seeded_certified_row_serves_the_full_walk_only() {
         });
     }
     let bundle = Arc::new(build_bundle(&[plan], None, 0).unwrap());
+    assert_only_the_full_walk_seeds(&bundle, &spec, 2, vec![2500, 200]);
+}
+
+/// Through the engine on iid keys (`kv_heads` pairs a sequence of `seq_lens`): the full
+/// certified walk runs a seeded tile and the page-pruned walk does not, both exact.
+fn assert_only_the_full_walk_seeds(
+    bundle: &Arc<Bundle>,
+    spec: &PagedSpec,
+    kv_heads: u32,
+    seq_lens: Vec<u32>,
+) {
     let case = entkv_kernels::paged_data::PagedCase {
-        spec,
-        kv_heads: 2,
-        seq_lens: vec![2500, 200],
+        spec: *spec,
+        kv_heads,
+        seq_lens,
         seed: 3,
         data: entkv_kernels::paged_data::KeyData::Normal,
-        spare_pages: 2,
+        spare_pages: 1,
     };
     let x = case.inputs();
+    let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
     for (method, takes_seed) in [(Method::Certified, true), (Method::CertifiedPruned, false)] {
-        let checked = check_engine(&case, &x, method, &bundle, 8).unwrap();
-        let chosen = checked.run.plan.kernels.iter().find(|k| k.family == f).unwrap();
+        let checked = check_engine(&case, &x, method, bundle, 8).unwrap();
+        let chosen = checked
+            .run
+            .plan
+            .kernels
+            .iter()
+            .find(|k| k.family == KernelFamily::DecodeCertified)
+            .unwrap();
         assert_eq!(
-            chosen.tile == seeded,
+            seeded(&chosen.tile),
             takes_seed,
             "{method:?}: {}",
             chosen.tile.tag()
@@ -211,26 +229,7 @@ fn an_untuned_bundle_seeds_the_full_walk_where_that_is_the_default() {
     assert_eq!(viewed.len(), 1);
     assert_eq!((viewed[0].tile, viewed[0].selector), (rows[1].tile, None));
 
-    let case = entkv_kernels::paged_data::PagedCase {
-        spec,
-        kv_heads: 1,
-        seq_lens: vec![1100, 70],
-        seed: 5,
-        data: entkv_kernels::paged_data::KeyData::Normal,
-        spare_pages: 1,
-    };
-    let x = case.inputs();
-    for (method, takes_seed) in [(Method::Certified, true), (Method::CertifiedPruned, false)] {
-        let checked = check_engine(&case, &x, method, &bundle, 8).unwrap();
-        let chosen = checked.run.plan.kernels.iter().find(|k| k.family == f).unwrap();
-        assert_eq!(
-            seeded(&chosen.tile),
-            takes_seed,
-            "{method:?}: {}",
-            chosen.tile.tag()
-        );
-        assert!(checked.check.passed, "{method:?}: {:?}", checked.check);
-    }
+    assert_only_the_full_walk_seeds(&bundle, &spec, 1, vec![1100, 70]);
 }
 
 #[test]
