@@ -10,7 +10,7 @@
 //! only).
 //!
 //! The estimate `s` comes from exact scores of every [`SEED_STRIDE`]-th token (one a stride,
-//! its slot within the stride scrambled): the smaller of the [`SEED_RANK`]-th largest sample
+//! its slot within the stride scrambled): the smaller of the [`seed_rank`]-th largest sample
 //! and the threshold of the samples each weighted [`SEED_WEIGHT`]`·`[`SEED_STRIDE`] (the
 //! sample standing for the tokens it skipped, discounted). Neither is a bound, so the step
 //! verifies: with `K` the kept set, `τ(K) ≤ τ` always (K ⊆ all tokens), and
@@ -33,17 +33,36 @@ use crate::{DenseTile, PagedSpec};
 /// One sample a stride of this many tokens.
 pub const SEED_STRIDE: u32 = 64;
 
-/// The estimate is at most the `SEED_RANK`-th largest sample score (counted with
+/// The estimate is at most the [`seed_rank`]-th largest sample score (counted with
 /// multiplicity): for the estimate to pass τ, that many sampled tokens would have to lie in
-/// the support. With `s` support tokens a head samples about Poisson(s/64) of them: at `paper`
-/// 1M (s ≈ 45) the 4th largest overshot τ in 0.6% of heads in the float model and flagged 2
-/// of 192 pairs on the H200, and each repair is a tail of a few CTAs (0.2 ms,
-/// results/2026-12-05-long-select/5-checks-wide-default). At 6 the model saw none in 960
-/// heads at 128k and at 1M, for a filter that lets through 1.3× the tokens
-/// (results/2026-12-05-long-select/6-seed-rank/seed_model_paper.txt); on the H200 `paper`'s
-/// seeded step went 1.427 → 1.241 ms at 1M and 0.249 → 0.222 at 128k with no repair (same
-/// call, same tile), `gqa`'s tuned family −4% at 1M and +4% at 128k.
-pub const SEED_RANK: u32 = 6;
+/// the support. With `s` support tokens a head samples about Poisson(s/64) of them, and `s`
+/// grows with the sequence (`paper`: ~25 at 32k, ~45–54 at 1M). At `paper` 1M the 4th largest
+/// overshot τ in 0.6% of heads in the float model and flagged 2 of 192 pairs on the H200, each
+/// repair a tail of a few CTAs (0.2 ms, results/2026-12-05-long-select/5-checks-wide-default);
+/// the 6th overshot in none of 960 heads (6-seed-rank/seed_model_paper.txt) and took `paper`'s
+/// seeded step 1.427 → 1.241 ms at 1M. But on short heads the 6th largest of a few hundred
+/// samples lies far below τ: `wide`'s certified step at 32k went 0.226 → 0.248 ms on the same
+/// tile, `gqa`'s at 128k 0.197 → 0.208 (results/2026-12-05-defaults/2-bench), while at 1M
+/// both gained (`gqa` 0.833 → 0.752). So the 4th below [`SEED_LONG_SAMPLES`] valid samples,
+/// the 6th from there.
+pub fn seed_rank(valid_samples: u64) -> u32 {
+    if valid_samples >= SEED_LONG_SAMPLES as u64 {
+        SEED_RANK_LONG
+    } else {
+        SEED_RANK_SHORT
+    }
+}
+
+/// The rank cap of heads with fewer than [`SEED_LONG_SAMPLES`] samples.
+pub const SEED_RANK_SHORT: u32 = 4;
+/// The rank cap of heads with at least [`SEED_LONG_SAMPLES`] samples.
+pub const SEED_RANK_LONG: u32 = 6;
+/// Valid samples (a sequence of 64 times as many tokens: 256k) from which a head's estimate
+/// takes [`SEED_RANK_LONG`].
+pub const SEED_LONG_SAMPLES: u32 = 4096;
+
+// A seeded head has at least as many samples as its rank cap, and the cap only grows.
+const _: () = assert!(SEED_RANK_SHORT < SEED_RANK_LONG && SEED_MIN_SAMPLES >= SEED_RANK_LONG);
 
 /// Each sample stands for `SEED_WEIGHT · SEED_STRIDE` tokens in the weighted threshold: less
 /// than the stride it skips, so the estimate errs low (slower, never wrong). In the float model
@@ -61,7 +80,7 @@ pub const SEED_THREADS: u32 = 256;
 
 /// Fewer valid samples than this and the estimate is −∞ (no seed): the threshold of a handful
 /// of samples says little. Sequences of at least 16 · [`SEED_STRIDE`] = 1024 tokens are seeded
-/// (as when this was four times a rank cap of 4).
+/// (four times [`SEED_RANK_SHORT`]).
 pub const SEED_MIN_SAMPLES: u32 = 16;
 
 /// Samples a head takes for sequences of at most `max_tokens` tokens (the `seed_z` row length).
@@ -105,5 +124,7 @@ mod tests {
         assert_eq!(seed_samples(1), 1);
         assert_eq!(seed_samples(64), 1);
         assert_eq!(seed_samples(65), 2);
+        assert_eq!(seed_rank(SEED_LONG_SAMPLES as u64 - 1), SEED_RANK_SHORT);
+        assert_eq!(seed_rank(SEED_LONG_SAMPLES as u64), SEED_RANK_LONG);
     }
 }

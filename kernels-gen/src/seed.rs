@@ -8,7 +8,8 @@ use crate::tokens::{slope, Layout, PageBufs, TokenSource};
 use crate::warp_stream::order_key;
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::seed::{
-    seed_entry_names, SEED_MIN_SAMPLES, SEED_RANK, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
+    seed_entry_names, seed_rank, SEED_LONG_SAMPLES, SEED_MIN_SAMPLES, SEED_RANK_LONG, SEED_RANK_SHORT,
+    SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
 };
 use entkv_abi::{DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -129,7 +130,7 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 }
 
 /// `certified_seed`: grid (query heads, batch), one CTA a head. From the head's samples, the
-/// estimate `s = min(r, t_w)`: `r` the [`SEED_RANK`]-th largest sample (with multiplicity),
+/// estimate `s = min(r, t_w)`: `r` the [`seed_rank`]-th largest sample (with multiplicity),
 /// `t_w` the threshold of the samples each weighted `w = SEED_WEIGHT·SEED_STRIDE` (the root of
 /// `w·Σ [z − t]₊^β = 1`, approached from below by Newton steps from `max − w^(1−α)`; the
 /// last point with a non-negative sum is taken). −∞ with fewer than [`SEED_MIN_SAMPLES`]
@@ -184,10 +185,19 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
     );
     let (top, valid) = (first[0], first[1]);
     // r: walk down the distinct values from the top, one sweep a step (the samples at or above
-    // the current value, and the largest below it), while fewer than SEED_RANK are at or
-    // above: SEED_RANK − 1 steps reach the SEED_RANK-th largest.
+    // the current value, and the largest below it), while fewer than the head's cap
+    // (`seed_rank` of its valid samples) are at or above: cap − 1 steps reach the cap-th
+    // largest, and the steps past it keep it.
+    let cap = k.let_(
+        "cap",
+        select(
+            valid.ge(SEED_LONG_SAMPLES as f32),
+            SEED_RANK_LONG as f32,
+            SEED_RANK_SHORT as f32,
+        ),
+    );
     let rank = k.let_("rank", top);
-    for _ in 1..SEED_RANK {
+    for _ in 1..SEED_RANK_LONG {
         let step = sweep(
             &mut k,
             &[(Reduce::Sum, 0.0), (Reduce::Max, neg_inf)],
@@ -196,7 +206,7 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
                 k.assign(acc[1], select(z.clone().lt(rank), acc[1].max(z), acc[1]));
             },
         );
-        k.assign(rank, select(step[0].lt(SEED_RANK as f32), step[1], rank));
+        k.assign(rank, select(step[0].lt(cap), step[1], rank));
     }
     // t_w: Newton from the left on w·Σ [z − t]₊^β − 1 (convex, decreasing).
     let alpha = ds.alpha;
@@ -273,7 +283,7 @@ pub fn verify_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// The float64 reference of [`estimate_kernel`]: the estimate from a head's sample scores
 /// (entmax space; −∞ for samples past the sequence). `min(t_w, r)` with `t_w` the root of
 /// `w·Σ [z − t]₊^β = 1` (the unweighted threshold of `w^(α−1)·z`, scaled back) and `r` the
-/// [`SEED_RANK`]-th largest sample; −∞ with fewer than [`SEED_MIN_SAMPLES`] samples.
+/// [`seed_rank`]-th largest sample; −∞ with fewer than [`SEED_MIN_SAMPLES`] samples.
 pub fn host_estimate(samples: &[f64], alpha: entkv_abi::Alpha) -> f64 {
     let mut valid: Vec<f64> = samples
         .iter()
@@ -287,5 +297,5 @@ pub fn host_estimate(samples: &[f64], alpha: entkv_abi::Alpha) -> f64 {
     let scale = (SEED_WEIGHT * SEED_STRIDE as f64).powf(alpha.value() - 1.0);
     let scaled: Vec<f64> = valid.iter().map(|z| z * scale).collect();
     let t_w = crate::reference::entmax_tau(&scaled, alpha) / scale;
-    t_w.min(valid[SEED_RANK as usize - 1])
+    t_w.min(valid[seed_rank(valid.len() as u64) as usize - 1])
 }

@@ -293,10 +293,11 @@ fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
 /// The seed kernels against float64: `certified_seed_scores` writes every sample's exact score
 /// (−∞ past the sequence) and `certified_seed` the estimate `seed::host_estimate` computes from
 /// the reference's scores at the sampled positions (−∞ for a sequence under 16 samples). ALiBi,
-/// GQA 2, α = 1.25 (β = 4: the general power) on bf16; α = 1.5 on the decoy keys.
+/// GQA 2, α = 1.25 (β = 4: the general power) on bf16; α = 1.5 on the decoy keys; heads on
+/// both sides of the rank cap's length.
 #[test]
 fn seed_kernels_match_the_float64_reference() {
-    use entkv_abi::seed::{seed_position, seed_samples};
+    use entkv_abi::seed::{seed_position, seed_samples, SEED_LONG_SAMPLES};
     use entkv_kernels::paged_data::paged_reference;
     use entkv_kernels::seed::host_estimate;
     let cases = [
@@ -311,8 +312,19 @@ fn seed_kernels_match_the_float64_reference() {
         entkv_kernels::certified_checks::seed_decoy_checks()
             .remove(0)
             .case,
+        // Heads just over and just under `SEED_LONG_SAMPLES` samples: the 6th and the 4th
+        // largest cap their estimates.
+        PagedCase {
+            spec: PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap(),
+            kv_heads: 1,
+            seq_lens: vec![SEED_LONG_SAMPLES * 64 + 30, (SEED_LONG_SAMPLES - 1) * 64],
+            seed: 13,
+            data: KeyData::Normal,
+            spare_pages: 1,
+        },
     ];
-    for case in cases {
+    let long_case = cases.len() - 1;
+    for (i, case) in cases.into_iter().enumerate() {
         let check = CertifiedCheck {
             case: case.clone(),
             tile: DenseTile {
@@ -367,7 +379,12 @@ fn seed_kernels_match_the_float64_reference() {
             };
             assert!(ok, "{:?} head {h}: estimate {got} vs {want}", case.data);
         }
-        // The long sequence takes a seed, the short one none.
-        assert!(seeds[0].is_finite() && seeds[seeds.len() - 1] == f64::NEG_INFINITY);
+        if i == long_case {
+            // Both heads take a seed, each capped by its own rank.
+            assert!(seeds.iter().all(|s| s.is_finite()), "{seeds:?}");
+        } else {
+            // The long sequence takes a seed, the short one none.
+            assert!(seeds[0].is_finite() && seeds[seeds.len() - 1] == f64::NEG_INFINITY);
+        }
     }
 }
