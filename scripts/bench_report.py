@@ -105,11 +105,12 @@ SPLIT = "“Split policy, page lookahead and the top-k floor”"
 SELECT = "“The selection kernels”"
 CEILING_TBS = 4.28
 SELECT_LONG = "“The selection kernels at long contexts: sample pivots, loads a sweep ahead”"
+KNOB = "“The page lookahead as a tile knob; default rows per walk”"
 PERF_NOTES = {
-    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target” and “`wide` tiles: longer chunks, one Newton step”",
-    "topk": "[perf-notes.md](perf-notes.md), %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG),
-    "gaussian": "[perf-notes.md](perf-notes.md), %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG),
-    "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Seeded head bounds for the certified pass” and “Measured on the H200: seeded bounds, sample pivots”",
+    "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target”, “`wide` tiles: longer chunks, one Newton step” and %s" % KNOB,
+    "topk": "[perf-notes.md](perf-notes.md), %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB),
+    "gaussian": "[perf-notes.md](perf-notes.md), %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB),
+    "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Seeded head bounds for the certified pass”, “Measured on the H200: seeded bounds, sample pivots” and %s" % KNOB,
     "certified-pruned": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Certified-exact with page pruning” and “Page pruning over slices”",
 }
 
