@@ -1,13 +1,11 @@
-# Device call at 2b763b3 (s of the pack; o unused): the tuned benchmark run behind docs/benchmarks.md with the seed rank 6, `_la` and the per-walk defaults.
-# not always on (bf16, GQA, ALiBi), and the seed's rank cap at 6 (579998b) in a full tuned run.
-# Whichever GPU comes:
-# 1) the GPU suite (--small-only), with the new `_la` checks (FMA and tensor-core tiles);
-# on an H200:
-# 2) the tuned benchmark run behind docs/benchmarks.md (scripts/bench-gpu.sh), then `gqa` and
-#    `wide` autotuned (their tune logs time the `_la` points beside the plain ones) and benched
-#    beside SDPA;
-# on an H100 (times not comparable with the H200's):
-# 2') the sparse decode tuned alone on `gqa` and `wide` at 128k and 1M (`_la` against plain).
+# Device call at 2b763b3 (`s` of 1-untuned-ab's pack; `o` unused), right after 1-untuned-ab on
+# the same warm H200: the tuned benchmark run behind docs/benchmarks.md with the seed's rank cap
+# at 6, the sparse pass's `_la` knob and the per-walk defaults.
+# On an H200: the tuned benchmark run (scripts/bench-gpu.sh), then `gqa` and `wide` autotuned
+# (their tune logs time the `_la` points beside the plain ones) and benched beside SDPA;
+# on an H100 (times not comparable with the H200's; not what ran): the sparse decode tuned
+# alone on `gqa` and `wide` at 128k and 1M (`_la` against plain).
+# (Comments rewritten after the call; the commands are what ran.)
 PACK=.gpu/x.txz; source scripts/device-call.sh
 cp .gpu/s/s/entkv .gpu/s/s/autotune .gpu/ && cp .gpu/s/s/* .gpu/s/
 snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
