@@ -96,18 +96,26 @@ impl KernelFamily {
         }
     }
 
-    /// The untuned tile of this family's walk fed by `selector` ([`KernelFamily::default_tile`]
-    /// where that tile serves it; the page-pruned certified walk takes
-    /// [`DenseTile::default_certified_pruned`] where the full walk's default is seeded).
+    /// The untuned tile of this family's walk fed by `selector`: [`KernelFamily::default_tile`],
+    /// except that the page-pruned certified walk takes [`DenseTile::default_certified_pruned`]
+    /// (the same tile unseeded, so the two differ only where the full walk's default is seeded).
     pub fn default_tile_for(self, spec: &PagedSpec, selector: Option<Selector>) -> TileConfig {
-        let tile = self.default_tile(spec);
-        if tile.serves(selector) {
-            return tile;
+        match (self, selector) {
+            (KernelFamily::DecodeCertified, Some(Selector::Pruned)) => {
+                TileConfig::Dense(DenseTile::default_certified_pruned(spec))
+            }
+            _ => self.default_tile(spec),
         }
-        match self {
-            KernelFamily::DecodeCertified => TileConfig::Dense(DenseTile::default_certified_pruned(spec)),
-            _ => unreachable!("only a seeded certified tile serves one walk and not another"),
-        }
+    }
+
+    /// The selectors of this family whose walks `tile` cannot serve ([`TileConfig::serves`]):
+    /// the page-pruned walk of a seeded certified tile, none otherwise.
+    pub fn selectors_unserved_by(self, tile: &TileConfig) -> Vec<Selector> {
+        self.selectors()
+            .iter()
+            .copied()
+            .filter(|s| !tile.serves(Some(*s)))
+            .collect()
     }
 
     /// The default rows of this family at `spec`: [`KernelFamily::rows_with`] its default tile.
@@ -120,10 +128,9 @@ impl KernelFamily {
     pub fn rows_with(self, spec: &PagedSpec, tile: TileConfig) -> Vec<(Option<Selector>, TileConfig)> {
         std::iter::once((None, tile))
             .chain(
-                self.selectors()
-                    .iter()
-                    .filter(|s| !tile.serves(Some(**s)))
-                    .map(|s| (Some(*s), self.default_tile_for(spec, Some(*s)))),
+                self.selectors_unserved_by(&tile)
+                    .into_iter()
+                    .map(|s| (Some(s), self.default_tile_for(spec, Some(s)))),
             )
             .collect()
     }

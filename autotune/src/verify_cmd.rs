@@ -95,12 +95,7 @@ fn view(bundle: &Bundle, as_default: Option<&TableRow>) -> Result<Bundle> {
                     source: RowSource::Default,
                     ..new.clone()
                 });
-                for &s in r
-                    .family
-                    .selectors()
-                    .iter()
-                    .filter(|s| !new.tile.serves(Some(**s)))
-                {
+                for s in r.family.selectors_unserved_by(&new.tile) {
                     let keep = defaults
                         .iter()
                         .find(|d| d.family == r.family && d.spec == r.spec && d.selector == Some(s))

@@ -274,9 +274,10 @@ fn check_defaults(family: entkv_abi::KernelFamily, spec: &str, defaults: &[&Tabl
             every.len()
         ));
     }
+    let unserved = family.selectors_unserved_by(&every[0].tile);
     for &s in family.selectors() {
         let n = of(Some(s)).count();
-        let needed = usize::from(!every[0].tile.serves(Some(s)));
+        let needed = usize::from(unserved.contains(&s));
         if n != needed {
             return Err(format!(
                 "{family} at `{spec}` has {n} default rows for selector {s} ({needed} expected: {})",

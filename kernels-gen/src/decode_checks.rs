@@ -346,20 +346,21 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         // three rounds of two warps a chunk, so chunks and splits end inside warps and pages;
         // over 64-token pages also one round of three warps, 96-token chunks that start inside
         // pages (per-token page lookups).
-        let mut mma_tiles = vec![(64, 3)];
+        let mma_tile = |threads, tokens_per_group| DenseTile {
+            threads,
+            lanes_per_token: 1,
+            tokens_per_group,
+            mma: true,
+            ..small
+        };
+        let mut mma_tiles = vec![mma_tile(64, 3)];
         if case.spec.page_size == 64 {
-            mma_tiles.push((96, 1));
+            mma_tiles.push(mma_tile(96, 1));
         }
-        for (threads, tokens_per_group) in mma_tiles {
+        for &tile in &mma_tiles {
             v.push(Box::new(PagedDecodeCheck {
                 case: case.clone(),
-                tile: DenseTile {
-                    threads,
-                    lanes_per_token: 1,
-                    tokens_per_group,
-                    mma: true,
-                    ..small
-                },
+                tile,
                 selection,
                 sm_count: 1,
             }));
@@ -375,14 +376,7 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         let knob =
             selection != Selection::All && !page_lookahead_by_default(&case.spec.decode, case.spec.alibi);
         if knob {
-            let mma = DenseTile {
-                threads: 64,
-                lanes_per_token: 1,
-                tokens_per_group: 3,
-                mma: true,
-                ..small
-            };
-            for tile in [small, mma] {
+            for tile in [small, mma_tiles[0]] {
                 v.push(Box::new(PagedDecodeCheck {
                     case: case.clone(),
                     tile: DenseTile {
