@@ -191,3 +191,47 @@ fn registers_become_ssa() {
     assert!(!c.ir().contains("alloca"), "{}", c.ir());
     assert!(!c.ptx().contains(".local"), "{}", c.ptx());
 }
+
+/// An L2 prefetch is one `cp.async.bulk.prefetch.L2` of the stated size at the element's
+/// address, kept although nothing uses it; it needs sm_90 and PTX 8.0.
+#[test]
+fn l2_prefetch_is_one_bulk_instruction() {
+    let mut k = KernelBuilder::new("prefetch", 128);
+    let a = k.buffer("a", Scalar::BF16, Access::Read);
+    let o = k.buffer("o", Scalar::BF16, Access::Write);
+    let page = k.let_("page", k.block_idx(Axis::X).i64() * 4096i64);
+    k.prefetch_l2(a, page + 4096i64, 8192);
+    let i = k.let_("i", page + k.thread_idx().i64());
+    k.store(o, i, a.at(i));
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let e = c.entry("prefetch");
+    assert_insn(e, "cp.async.bulk.prefetch.L2.global");
+    let pf: Vec<&str> = instructions(e)
+        .filter(|l| l.starts_with("cp.async.bulk"))
+        .collect();
+    assert_eq!(pf.len(), 1, "{e}");
+    assert!(pf[0].ends_with(", 8192;"), "{}", pf[0]);
+    for (sm, ptx_version) in [(80, 80), (90, 78)] {
+        let old = entkv_codegen::Target { sm, ptx_version };
+        let err = entkv_codegen::compile_module("m", &[&kernel], &old).unwrap_err();
+        assert!(err.to_string().contains("sm_90 and PTX 8.0"), "{err}");
+    }
+}
+
+/// A prefetch of shared memory or of a size that is not a multiple of 16 bytes is refused.
+#[test]
+fn l2_prefetch_rules() {
+    for (shared, bytes, expect) in [
+        (true, 64, "not shared memory"),
+        (false, 24, "multiple of 16"),
+        (false, 0, "multiple of 16"),
+    ] {
+        let mut k = KernelBuilder::new("bad_prefetch", 32);
+        let a = k.buffer("a", Scalar::F32, Access::Read);
+        let s = k.shared("s", Scalar::F32, 64);
+        k.prefetch_l2(if shared { s } else { a }, 0i64, bytes);
+        let err = k.finish().map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains(expect), "{err}");
+    }
+}

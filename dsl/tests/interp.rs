@@ -1645,6 +1645,84 @@ fn error_out_of_bounds_global_load() {
     launch(&load_kernel(0), 1, &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)]).unwrap();
 }
 
+/// Thread 0 of each block prefetches `bytes` bytes of `x` (f16) from element `first + 64·block`,
+/// then every thread copies its element: the prefetch changes nothing.
+fn prefetch_kernel(first: i64, bytes: u32) -> Kernel {
+    let mut k = KernelBuilder::new("prefetch", 64);
+    let x = k.buffer("x", Scalar::F16, Access::Read);
+    let out = k.buffer("out", Scalar::F16, Access::Write);
+    let i = k.let_("i", k.global_thread_id().i64());
+    k.if_(k.thread_idx().eq_(0u32), |k| {
+        k.prefetch_l2(x, k.block_idx(Axis::X).i64() * 64i64 + first, bytes)
+    });
+    k.store(out, i, x.at(i));
+    k.finish().unwrap()
+}
+
+#[test]
+fn l2_prefetch_checks_its_range_and_changes_nothing() {
+    let data: Vec<f16> = (0..128).map(|i| f16::from_f32(i as f32)).collect();
+    let mut out = HostBuffer::zeros(Scalar::F16, 128);
+    // Whole blocks of the buffer: the copy is exact.
+    let mut x = HostBuffer::from(data.clone());
+    launch(
+        &prefetch_kernel(0, 128),
+        2,
+        &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)],
+    )
+    .unwrap();
+    assert_eq!(out, HostBuffer::from(data.clone()));
+    // Block 1 reaches one 16-byte unit past the end.
+    let e = launch(
+        &prefetch_kernel(8, 128),
+        2,
+        &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)],
+    )
+    .unwrap_err();
+    match &e {
+        InterpError::OutOfBounds {
+            buffer,
+            index,
+            len,
+            access,
+            loc,
+        } => {
+            assert_eq!(
+                (buffer.as_str(), *index, *len, *access),
+                ("x", 128, 128, MemAccess::PrefetchL2)
+            );
+            assert_eq!((loc.block, loc.thread), ([1, 0, 0], 0));
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert!(e.to_string().contains("L2 prefetch"), "{e}");
+    // Not 16-byte aligned (element 4 of f16 is byte 8), and before the start.
+    let e = launch(
+        &prefetch_kernel(4, 16),
+        1,
+        &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InterpError::Misaligned {
+                index: 4,
+                vec_len: 8,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = launch(
+        &prefetch_kernel(-8, 16),
+        1,
+        &mut [Arg::Buf(&mut x), Arg::Buf(&mut out)],
+    )
+    .unwrap_err();
+    assert!(matches!(e, InterpError::OutOfBounds { index: -8, .. }), "{e}");
+}
+
 #[test]
 fn error_out_of_bounds_store_and_path() {
     let mut k = KernelBuilder::new("oob_store", 32);

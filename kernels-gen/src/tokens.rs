@@ -384,6 +384,105 @@ impl TokenSource {
     }
 }
 
+/// Tokens a contiguous cache's L2 prefetch block covers ([`ChunkPrefetch`]); a paged cache's
+/// block is its page.
+const CONTIGUOUS_PREFETCH_TOKENS: u32 = 16;
+
+/// The full walk's L2 prefetch ([`DenseTile::prefetch`]): while a chunk is scored, its next
+/// chunk's K blocks (this KV head's block of each page, or runs of
+/// [`CONTIGUOUS_PREFETCH_TOKENS`] rows of a contiguous cache) are fetched into L2, so the next
+/// chunk's loads wait on L2 instead of DRAM. A paged block's pool page comes from a block-table
+/// load issued one chunk earlier still (`slots`), so no thread waits for it.
+pub struct ChunkPrefetch {
+    /// This thread's blocks of the chunk after next: its pool page (paged; unused otherwise).
+    slots: Vec<Var>,
+    /// Blocks a chunk spans, and tokens a block.
+    blocks: u32,
+    block_tokens: u32,
+    threads: u32,
+}
+
+impl TokenSource {
+    /// The prefetch plan of a full walk in chunks of `chunk_len` tokens (`None` for a
+    /// selection, or chunks that do not cover whole blocks).
+    pub fn chunk_prefetch(
+        &self,
+        k: &mut KernelBuilder,
+        chunk_len: u32,
+        threads: u32,
+    ) -> Option<ChunkPrefetch> {
+        let block_tokens = match self.layout {
+            Layout::Paged { page_size } => page_size,
+            Layout::Contiguous => CONTIGUOUS_PREFETCH_TOKENS,
+            Layout::Selected { .. } => return None,
+        };
+        if chunk_len % block_tokens != 0 {
+            return None;
+        }
+        let blocks = chunk_len / block_tokens;
+        let slots = (0..blocks.div_ceil(threads))
+            .map(|_| k.let_typed("pf_page", Scalar::I32, 0))
+            .collect();
+        Some(ChunkPrefetch {
+            slots,
+            blocks,
+            block_tokens,
+            threads,
+        })
+    }
+
+    /// `f(k, j, first)` for each block of the chunk at `c0` that this thread's slot `j` holds
+    /// and that lies inside the sequence (a contiguous cache's block wholly: the rows after it
+    /// may be another head's or past the buffer).
+    fn each_block(
+        &self,
+        k: &mut KernelBuilder,
+        pf: &ChunkPrefetch,
+        c0: Expr,
+        f: impl Fn(&mut KernelBuilder, usize, Var),
+    ) {
+        let tid = k.let_("pf_tid", k.thread_idx());
+        for j in 0..pf.slots.len() {
+            let i = k.let_("pf_i", tid + (j as u32 * pf.threads));
+            let first = k.let_("pf_first", c0.clone() + (i * pf.block_tokens).i64());
+            let inside = match self.layout {
+                Layout::Contiguous => (first + pf.block_tokens as i64).le(self.len),
+                _ => first.lt(self.len),
+            };
+            k.if_(i.lt(pf.blocks).and(inside), |k| f(k, j, first));
+        }
+    }
+
+    /// Issue the block-table loads of the chunk at `c0` into `pf` (a paged cache; nothing for
+    /// a contiguous one).
+    pub fn prefetch_lookup(&self, k: &mut KernelBuilder, pf: &ChunkPrefetch, c0: Expr) {
+        if let Layout::Paged { page_size } = self.layout {
+            let bt = self.block_table.expect("block table");
+            let row = self.bt_row.expect("block table row");
+            self.each_block(k, pf, c0, |k, j, first| {
+                k.assign(
+                    pf.slots[j],
+                    bt.at(row + (first >> page_size.trailing_zeros() as i64)),
+                );
+            });
+        }
+    }
+
+    /// Prefetch the K blocks of the chunk at `c0` into L2 (its pages as
+    /// [`TokenSource::prefetch_lookup`] fetched them for the same `c0`).
+    pub fn prefetch_blocks(&self, k: &mut KernelBuilder, pf: &ChunkPrefetch, keys: Buf, c0: Expr) {
+        let bytes = pf.block_tokens * self.head_dim * keys.elem.size_bytes();
+        self.each_block(k, pf, c0, |k, j, first| {
+            let at = match self.layout {
+                Layout::Contiguous => (self.head_row * self.len + first) * self.head_dim as i64,
+                _ => self.page_block(pf.slots[j].e()) * (pf.block_tokens * self.head_dim) as i64,
+            };
+            let at = k.let_("pf_at", at);
+            k.prefetch_l2(keys, at, bytes);
+        });
+    }
+}
+
 /// The pages of the next chunk, held in registers while the current one is scored: its
 /// `sel_pages` loads are issued when the chunk starts and its block-table loads after the
 /// chunk's K rows arrived, so neither dependent load stalls the next chunk's start.

@@ -158,3 +158,61 @@ fn dense_decode_tensor_cores() {
         }
     }
 }
+
+/// Whether a kernel body prefetches into L2 anywhere.
+fn prefetches(block: &[entkv_dsl::ir::Stmt]) -> bool {
+    use entkv_dsl::ir::Stmt;
+    block.iter().any(|s| match s {
+        Stmt::PrefetchL2 { .. } => true,
+        Stmt::If {
+            then_body, else_body, ..
+        } => prefetches(then_body) || prefetches(else_body),
+        Stmt::For { body, .. } | Stmt::While { body, .. } => prefetches(body),
+        _ => false,
+    })
+}
+
+/// The L2 prefetch of the next chunk (`_pf`) over many chunks a split, splits that end inside
+/// the last chunk and lengths that end inside a 16-token block (the interpreter faults on any
+/// prefetch outside the cache or misaligned): FMA tiles of one and four lanes a token, and the
+/// tensor-core pass.
+#[test]
+fn dense_decode_l2_prefetch() {
+    let spec = DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap();
+    let base = DenseTile {
+        threads: 64,
+        tokens_per_group: 2,
+        finish_threads: 64,
+        finish_capacity: 32,
+        prefetch: true,
+        ..DenseTile::default_for(&spec)
+    };
+    let tiles = [
+        base,
+        DenseTile {
+            lanes_per_token: 4,
+            tokens_per_group: 4,
+            ..base
+        },
+        DenseTile {
+            lanes_per_token: 1,
+            mma: true,
+            ..base
+        },
+    ];
+    for tile in tiles {
+        let [score, _] = entkv_kernels::decode::contiguous_kernels(&spec, &tile).unwrap();
+        assert!(prefetches(&score.body), "{}", tile.tag());
+        let plain = DenseTile {
+            prefetch: false,
+            ..tile
+        };
+        let [score, _] = entkv_kernels::decode::contiguous_kernels(&spec, &plain).unwrap();
+        assert!(!prefetches(&score.body), "{}", plain.tag());
+        for (group, n) in [(1, 1), (1, 17), (3, 1000), (1, 4097)] {
+            let mut c = case(1.5, group, n, Some(tile), DataKind::Normal, 11 + n);
+            c.sm_count = 1;
+            check(&c);
+        }
+    }
+}

@@ -36,6 +36,7 @@ pub enum MemAccess {
     VectorLoad,
     VectorStore,
     Atomic,
+    PrefetchL2,
 }
 
 impl fmt::Display for MemAccess {
@@ -46,6 +47,7 @@ impl fmt::Display for MemAccess {
             MemAccess::VectorLoad => "vector load",
             MemAccess::VectorStore => "vector store",
             MemAccess::Atomic => "atomic",
+            MemAccess::PrefetchL2 => "L2 prefetch",
         })
     }
 }
