@@ -116,13 +116,6 @@ pub struct DenseTile {
     /// tile. Tag suffix `_la`; absent from bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lookahead: bool,
-    /// Dense score pass only (the walk over every page): while a chunk is scored, its next
-    /// chunk's K blocks are fetched into L2 (`cp.async.bulk.prefetch.L2`, one instruction a
-    /// page), so that chunk's loads wait on L2 instead of DRAM: more bytes in flight at the
-    /// same registers. Needs chunks of whole pages. Tag suffix `_pf`; absent from bundles and
-    /// logs written before it existed (false).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub prefetch: bool,
 }
 
 /// Whether the sparse score pass looks up the next chunk's pages ahead on every tile: f16 keys,
@@ -166,7 +159,6 @@ impl DenseTile {
             mma: false,
             seed: false,
             lookahead: false,
-            prefetch: false,
         }
     }
 
@@ -279,7 +271,6 @@ impl DenseTile {
             mma: false,
             seed: false,
             lookahead: false,
-            prefetch: false,
         }
     }
 
@@ -408,11 +399,10 @@ impl DenseTile {
 
     /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound, `_tc`
     /// when the dot products run on the tensor cores, `_seed` when the shared bounds start at
-    /// an estimate, `_la` when the sparse pass looks its pages up a chunk ahead and `_pf` when
-    /// the dense pass prefetches its next chunk into L2.
+    /// an estimate and `_la` when the sparse pass looks its pages up a chunk ahead.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -424,8 +414,7 @@ impl DenseTile {
             if self.share_bound { "_h" } else { "" },
             if self.mma { "_tc" } else { "" },
             if self.seed { "_seed" } else { "" },
-            if self.lookahead { "_la" } else { "" },
-            if self.prefetch { "_pf" } else { "" }
+            if self.lookahead { "_la" } else { "" }
         )
     }
 
@@ -469,27 +458,6 @@ impl DenseTile {
                 kernel: "decode_sparse",
                 reason: "lookahead (`_la`) is already on for f16 keys, GQA 1 and no ALiBi: drop the flag"
                     .into(),
-            });
-        }
-        if self.prefetch && kind != DecodeKind::Dense {
-            return Err(SpecError::BadTile {
-                kernel: if certified {
-                    "decode_certified"
-                } else {
-                    "decode_sparse"
-                },
-                reason: "prefetch (`_pf`) is a tile of the dense score pass (the walk over every page)"
-                    .into(),
-            });
-        }
-        if self.prefetch && self.chunk_len() % spec.page_size != 0 {
-            return Err(SpecError::BadTile {
-                kernel: "decode_dense",
-                reason: format!(
-                    "prefetch (`_pf`) needs chunks of whole pages (chunk of {} tokens, pages of {})",
-                    self.chunk_len(),
-                    spec.page_size
-                ),
             });
         }
         if self.seed && !self.share_bound {

@@ -404,42 +404,6 @@ mod tests {
         }
     }
 
-    /// The L2 prefetch is a tile of the dense pass: its entries carry `_pf`; the sparse and
-    /// certified passes refuse it by name, and so does a chunk that is not whole pages.
-    #[test]
-    fn l2_prefetch_only_on_the_dense_pass() {
-        let fetch = |t: TileConfig| match t {
-            TileConfig::Dense(d) => TileConfig::Dense(DenseTile { prefetch: true, ..d }),
-            t => t,
-        };
-        let paper = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
-        let f = KernelFamily::DecodeDense;
-        let e = fetch(f.default_tile(&paper)).entries(f, &paper).unwrap();
-        assert!(e.iter().any(|e| e.ends_with("_pf")), "{e:?}");
-        for family in [KernelFamily::DecodeSparse, KernelFamily::DecodeCertified] {
-            let err = fetch(family.default_tile(&paper))
-                .check(family, &paper)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.contains("prefetch") && err.contains("dense score pass"),
-                "{err}"
-            );
-        }
-        let TileConfig::Dense(d) = f.default_tile(&paper) else {
-            unreachable!()
-        };
-        let short = TileConfig::Dense(DenseTile {
-            threads: 32,
-            lanes_per_token: 4,
-            tokens_per_group: 1,
-            prefetch: true,
-            ..d
-        });
-        let err = short.check(f, &paper).unwrap_err().to_string();
-        assert!(err.contains("whole pages"), "{err}");
-    }
-
     /// Every family has one default row for all its walks, except the certified decode where
     /// its full walk's default is seeded (`wide`: d·G = 512, 4-bit sketches): there the
     /// page-pruned walk gets a row of its own, the same tile unseeded. Each row's tile serves

@@ -30,24 +30,22 @@ pub struct VariantTiming {
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
     let mut parts: Vec<&str> = s.split(',').map(str::trim).collect();
     // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`, `la`
-    // (`lookahead`), `pf` (`prefetch`).
-    let (mut mma, mut share_bound, mut seed, mut lookahead, mut prefetch) =
-        (false, false, false, false, false);
+    // (`lookahead`).
+    let (mut mma, mut share_bound, mut seed, mut lookahead) = (false, false, false, false);
     while let Some(flag) = parts.last().filter(|p| p.parse::<u32>().is_err()) {
         match *flag {
             "tc" => mma = true,
             "h" => share_bound = true,
             "seed" => seed = true,
             "la" => lookahead = true,
-            "pf" => prefetch = true,
-            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, la, pf)"),
+            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, la)"),
         }
         parts.pop();
     }
     let v: Vec<u32> = parts.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
     if v.len() != 8 {
         bail!(
-            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,la][,pf]"
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,la]"
         );
     }
     let t = DenseTile {
@@ -63,7 +61,6 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         mma,
         seed,
         lookahead,
-        prefetch,
     };
     t.check(spec)?;
     Ok(t)

@@ -493,43 +493,6 @@ fn lookahead_rows_and_schema_8() {
     assert_eq!(Bundle::open(&t8.0).unwrap().manifest().schema_version, 8);
 }
 
-/// A dense row with the L2 prefetch (schema 10) round trips; a schema-9 reader's view, the
-/// field dropped, fails the digest; a schema-9 bundle (no such field) still opens.
-#[test]
-fn prefetch_rows_and_schema_9() {
-    let f = KernelFamily::DecodeDense;
-    let s = spec_g(2);
-    let TileConfig::Dense(t) = f.default_tile(&s) else {
-        unreachable!()
-    };
-    let tile = TileConfig::Dense(DenseTile { prefetch: true, ..t });
-    let mut w = BundleWriter::new(meta());
-    w.add_spec(s);
-    add_default_rows(&mut w, &s, &[]);
-    let module = add_tuned_tile_row(&mut w, f, &s, tile);
-    assert!(module.contains("_pf"), "{module}");
-    let t = TempDir::new("prefetch");
-    w.finish().unwrap().write_dir(&t.0).unwrap();
-    assert!(String::from_utf8(std::fs::read(t.0.join(MANIFEST_FILE)).unwrap())
-        .unwrap()
-        .contains("\"prefetch\": true"));
-    let b = Bundle::open(&t.0).unwrap();
-    assert_eq!(b.resolve(f, &s, 1000, None).unwrap().row.tile, tile);
-    let mut v = read_manifest_json(&t.0);
-    for row in v["manifest"]["table"].as_array_mut().unwrap() {
-        row["tile"]["Dense"].as_object_mut().map(|d| d.remove("prefetch"));
-    }
-    write_manifest_json(&t.0, &v);
-    assert!(matches!(
-        Bundle::open(&t.0).unwrap_err(),
-        BundleError::Corrupt { .. }
-    ));
-    let t9 = TempDir::new("schema9");
-    bundle().write_dir(&t9.0).unwrap();
-    edit_manifest(&t9.0, |m| m.schema_version = 9);
-    assert_eq!(Bundle::open(&t9.0).unwrap().manifest().schema_version, 9);
-}
-
 #[test]
 fn missing_artifact_and_missing_manifest() {
     let b = bundle();

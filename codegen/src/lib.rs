@@ -207,14 +207,15 @@ pub fn is_ptx_identifier(name: &str) -> bool {
     }
 }
 
-/// Whether a block contains a statement `is` picks (anywhere, nested blocks too).
-fn uses(block: &[Stmt], is: &dyn Fn(&Stmt) -> bool) -> bool {
+/// Whether a block contains a tensor-core [`Stmt::Mma`] (anywhere, nested blocks too).
+fn uses_mma(block: &[Stmt]) -> bool {
     block.iter().any(|s| match s {
+        Stmt::Mma { .. } => true,
         Stmt::If {
             then_body, else_body, ..
-        } => uses(then_body, is) || uses(else_body, is),
-        Stmt::For { body, .. } | Stmt::While { body, .. } => uses(body, is),
-        s => is(s),
+        } => uses_mma(then_body) || uses_mma(else_body),
+        Stmt::For { body, .. } | Stmt::While { body, .. } => uses_mma(body),
+        _ => false,
     })
 }
 
@@ -254,30 +255,12 @@ pub fn compile_module_with(
                 k.name
             )));
         }
-        if target.sm < nvptx_compat::MMA_MIN_SM && uses(&k.body, &|s| matches!(s, Stmt::Mma { .. })) {
+        if target.sm < nvptx_compat::MMA_MIN_SM && uses_mma(&k.body) {
             return Err(CodegenError::Target(format!(
                 "kernel `{}` uses tensor-core mma, which needs sm_{} (target sm_{})",
                 k.name,
                 nvptx_compat::MMA_MIN_SM,
                 target.sm
-            )));
-        }
-        let (pf_sm, pf_ptx) = (
-            nvptx_compat::PREFETCH_L2_MIN_SM,
-            nvptx_compat::PREFETCH_L2_MIN_PTX,
-        );
-        if (target.sm < pf_sm || target.ptx_version < pf_ptx)
-            && uses(&k.body, &|s| matches!(s, Stmt::PrefetchL2 { .. }))
-        {
-            return Err(CodegenError::Target(format!(
-                "kernel `{}` prefetches into L2 (cp.async.bulk), which needs sm_{pf_sm} and PTX \
-                 {}.{} (target sm_{}, PTX {}.{})",
-                k.name,
-                pf_ptx / 10,
-                pf_ptx % 10,
-                target.sm,
-                target.ptx_version / 10,
-                target.ptx_version % 10
             )));
         }
         if !names.insert(k.name.as_str()) {

@@ -312,11 +312,6 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let st = self.b.build_store(ptr, acc)?;
                 set_align(st, elem.size_bytes() * n)
             }
-            Stmt::PrefetchL2 { mem, index, bytes } => {
-                let ptr = self.elem_ptr(*mem, index)?;
-                let addr = self.b.build_ptr_to_int(ptr, self.ctx.i64_type(), "pf")?;
-                compat::prefetch_l2(self.ctx, &self.b, addr, *bytes)
-            }
             Stmt::Atomic {
                 op,
                 mem,
@@ -997,7 +992,6 @@ fn ssa_registers(k: &Kernel) -> Vec<bool> {
                     self.read(index);
                     values.iter().for_each(|v| self.read(v));
                 }
-                Stmt::PrefetchL2 { index, .. } => self.read(index),
                 Stmt::Atomic {
                     index, value, result, ..
                 } => {

@@ -304,10 +304,6 @@ pub fn mma_words(bf16: bool) -> bool {
 /// Oldest target with `mma.sync.m16n8k16` on f16 and bf16.
 pub const MMA_MIN_SM: u32 = 80;
 
-/// Oldest target, and PTX ISA, with `cp.async.bulk.prefetch.L2` ([`prefetch_l2`]).
-pub const PREFETCH_L2_MIN_SM: u32 = 90;
-pub const PREFETCH_L2_MIN_PTX: u32 = 80;
-
 /// Every non-overloaded NVVM intrinsic this crate uses (checked by a unit test).
 pub fn all_intrinsic_names() -> Vec<&'static str> {
     let mut v = vec![
@@ -375,33 +371,6 @@ pub fn dp4a<'ctx>(
     call.try_as_basic_value()
         .basic()
         .ok_or_else(|| CodegenError::Builder("dp4a returned void".into()))
-}
-
-/// Fetch `bytes` bytes at global address `addr` (i64) into L2, as inline PTX
-/// (`cp.async.bulk.prefetch.L2.global`, sm_90, PTX 8.0; LLVM 19 has no intrinsic for it, 20+
-/// has `llvm.nvvm.cp.async.bulk.prefetch.L2`). Marked as having side effects, so LLVM keeps it
-/// where it is written: it produces nothing that would keep it alive otherwise.
-pub fn prefetch_l2<'ctx>(
-    ctx: &'ctx Context,
-    builder: &Builder<'ctx>,
-    addr: inkwell::values::IntValue<'ctx>,
-    bytes: u32,
-) -> Result<(), CodegenError> {
-    let fn_ty = ctx
-        .void_type()
-        .fn_type(&[ctx.i64_type().into(), ctx.i32_type().into()], false);
-    let asm = ctx.create_inline_asm(
-        fn_ty,
-        "cp.async.bulk.prefetch.L2.global [$0], $1;".to_string(),
-        "l,n".to_string(),
-        true,
-        false,
-        None,
-        false,
-    );
-    let size = ctx.i32_type().const_int(bytes as u64, false);
-    builder.build_indirect_call(fn_ty, asm, &[addr.into(), size.into()], "")?;
-    Ok(())
 }
 
 /// Emit `__syncthreads()`.

@@ -203,16 +203,6 @@ impl KernelBuilder {
         });
     }
 
-    /// Fetch `bytes` bytes of global buffer `buf` from element `index` into L2 ahead of their
-    /// loads ([`Stmt::PrefetchL2`]).
-    pub fn prefetch_l2(&mut self, buf: Buf, index: impl IntoExpr, bytes: u32) {
-        self.push(Stmt::PrefetchL2 {
-            mem: buf.mem,
-            index: index.into_expr(None),
-            bytes,
-        });
-    }
-
     /// Atomic read-modify-write returning the old value.
     pub fn atomic(&mut self, op: AtomicOp, buf: Buf, index: impl IntoExpr, value: impl IntoExpr) -> Var {
         let old = self.var("atomic_old", buf.elem);

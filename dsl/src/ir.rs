@@ -316,15 +316,6 @@ pub enum Stmt {
         index: Expr,
         values: Vec<Expr>,
     },
-    /// A hint to fetch `bytes` bytes of a global buffer, starting at element `index`, into L2
-    /// (PTX `cp.async.bulk.prefetch.L2`, sm_90): no value changes, nothing waits for it. The
-    /// range must lie inside the buffer and start 16-byte aligned, and `bytes` is a positive
-    /// multiple of 16, so that a kernel only ever prefetches what it may read.
-    PrefetchL2 {
-        mem: Mem,
-        index: Expr,
-        bytes: u32,
-    },
     /// Atomic read-modify-write; `result` receives the old value.
     Atomic {
         op: AtomicOp,

@@ -179,21 +179,6 @@ impl Validator<'_> {
                 }
                 Ok(())
             }
-            Stmt::PrefetchL2 { mem, index, bytes } => {
-                let elem = self.mem_elem(*mem, path)?;
-                if !matches!(mem, Mem::Global(_)) {
-                    return Err(self.err(path, "an L2 prefetch reads a global buffer, not shared memory"));
-                }
-                self.check_access(*mem, false, path)?;
-                self.index(index, path)?;
-                if *bytes == 0 || bytes % 16 != 0 || bytes % elem.size_bytes() != 0 {
-                    return Err(self.err(
-                        path,
-                        format!("an L2 prefetch of {bytes} bytes: must be a positive multiple of 16"),
-                    ));
-                }
-                Ok(())
-            }
             Stmt::Atomic {
                 op,
                 mem,

@@ -136,30 +136,8 @@ pub fn score_kernel(
         });
         (cp, la)
     });
-    // The dense walk's L2 prefetch (`DenseTile::prefetch`): the pages of chunk 1 are looked up
-    // before the walk; in each chunk the next one's pages are prefetched and the pages of the
-    // one after are looked up, so the prefetch never waits for its block-table load.
-    let prefetch = tile
-        .prefetch
-        .then(|| src.chunk_prefetch(&mut k, chunk_len, tile.threads))
-        .flatten();
-    if let Some(pf) = &prefetch {
-        k.if_(chunks.clone().gt(1i32), |k| {
-            src.prefetch_lookup(k, pf, c_first + chunk_len as i64)
-        });
-    }
-    k.for_("chunk", 0i32, chunks.clone(), 1i32, |k, chunk| {
-        let chunk = k.let_("chunk_i", chunk);
+    k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
-        if let Some(pf) = &prefetch {
-            // Chunks of this split only: the one after the last belongs to the next split.
-            k.if_((chunk + 1i32).lt(chunks.clone()), |k| {
-                src.prefetch_blocks(k, pf, keys, c0 + chunk_len as i64)
-            });
-            k.if_((chunk + 2i32).lt(chunks.clone()), |k| {
-                src.prefetch_lookup(k, pf, c0 + 2 * chunk_len as i64)
-            });
-        }
         // Uniform: a chunk past this split's run is skipped by every thread.
         k.if_(c0.lt(c_end), |k| {
             // The next chunk, when this walk looks ahead and this is not its run's last.

@@ -388,25 +388,6 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
                 }));
             }
         }
-        // The dense walk's L2 prefetch (`_pf`) on the small FMA tile and a tensor-core tile,
-        // where their chunks are whole pages: the interpreter faults on any prefetch outside
-        // the page pool or misaligned.
-        if selection == Selection::All {
-            for tile in [small, mma_tiles[0]] {
-                let tile = DenseTile {
-                    prefetch: true,
-                    ..tile
-                };
-                if tile.check_for(&case.spec, DecodeKind::Dense).is_ok() {
-                    v.push(Box::new(PagedDecodeCheck {
-                        case: case.clone(),
-                        tile,
-                        selection,
-                        sm_count: 1,
-                    }));
-                }
-            }
-        }
         // Small tiles, a small assumed GPU: several chunks per split, several splits, and
         // candidates beyond the finish pass's shared staging.
         v.push(Box::new(PagedDecodeCheck {
@@ -441,16 +422,6 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
         tokens_per_group: 3,
         ..fma
     };
-    // The dense walk of `wide` with the L2 prefetch on its default tile.
-    v.push(Box::new(PagedDecodeCheck {
-        tile: DenseTile {
-            prefetch: true,
-            ..wide
-        },
-        case: case.clone(),
-        selection: Selection::All,
-        sm_count: 1,
-    }));
     for tile in [wide, wide_sparse, fma, unaligned] {
         v.push(Box::new(PagedDecodeCheck {
             tile,

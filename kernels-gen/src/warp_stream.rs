@@ -357,7 +357,6 @@ mod tests {
             mma: false,
             seed: false,
             lookahead: false,
-            prefetch: false,
         };
         let chunk = (threads * tokens) as usize;
         let n = chunk * chunks.len();

@@ -194,15 +194,6 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .collect();
                 v.extend(ahead);
             }
-            if family == KernelFamily::DecodeDense {
-                // The L2 prefetch of the next chunk, on the default and the tensor-core points
-                // (invalid ones, chunks not of whole pages, are filtered with the rest).
-                let prefetched: Vec<DenseTile> = std::iter::once(def)
-                    .chain(mma_points(&def, &spec.decode))
-                    .map(flip_prefetch)
-                    .collect();
-                v.extend(prefetched);
-            }
             if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
                 let small = small_cta_points(&def);
                 // Head-bound sharing flipped on the default and the small-CTA points: it pays
@@ -323,14 +314,6 @@ fn flip_lookahead(t: DenseTile) -> DenseTile {
     }
 }
 
-/// `t` with the other choice of prefetching the dense pass's next chunk into L2.
-fn flip_prefetch(t: DenseTile) -> DenseTile {
-    DenseTile {
-        prefetch: !t.prefetch,
-        ..t
-    }
-}
-
 /// `t` with the other choice of seeding its shared head bounds (sharing them if it did not).
 fn flip_seed(t: DenseTile) -> DenseTile {
     DenseTile {
@@ -438,7 +421,6 @@ fn descent_step(
             t.tokens_per_group,
             t.mma,
             t.lookahead,
-            t.prefetch,
         )
     };
     let mut points = dense_secondaries(centre);
@@ -448,9 +430,6 @@ fn descent_step(
     }
     if family == KernelFamily::DecodeSparse && !page_lookahead_by_default(&spec.decode, spec.alibi) {
         points.insert(0, flip_lookahead(*centre));
-    }
-    if family == KernelFamily::DecodeDense {
-        points.insert(0, flip_prefetch(*centre));
     }
     let mut seen = vec![primaries(centre)];
     for t in runners_up {
@@ -466,7 +445,6 @@ fn descent_step(
                 tokens_per_group: t.tokens_per_group,
                 mma: t.mma,
                 lookahead: t.lookahead,
-                prefetch: t.prefetch,
                 ..*centre
             });
         }
@@ -666,34 +644,6 @@ mod tests {
             .check_for(&paper, entkv_abi::DecodeKind::Sparse)
             .unwrap_err();
         assert!(e.to_string().contains("already on"), "{e}");
-    }
-
-    /// The dense pass is timed with the L2 prefetch on its default and tensor-core points and
-    /// refined with the best's flipped first; the other walks never get it.
-    #[test]
-    fn the_l2_prefetch_is_tried_for_the_dense_pass() {
-        let limits = DeviceLimits::default();
-        let fetched = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.prefetch);
-        for s in [spec(32, 1, 16, false), spec(128, 4, 32, false)] {
-            let f = KernelFamily::DecodeDense;
-            let space = family_space(f, &s, &limits).unwrap();
-            let TileConfig::Dense(def) = space.default_tile() else {
-                panic!("a dense tile")
-            };
-            assert!(!def.prefetch);
-            assert!(space.valid.contains(&TileConfig::Dense(flip_prefetch(def))));
-            assert!(space.valid.iter().filter(|t| fetched(t)).count() >= mma_points(&def, &s.decode).len());
-            let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
-            let TileConfig::Dense(best) = ranked[0] else {
-                panic!("a dense tile")
-            };
-            let r = refinements(f, &s, &limits, &ranked, None, &[]);
-            assert_eq!(r[0], TileConfig::Dense(flip_prefetch(best)));
-            for other in [KernelFamily::DecodeSparse, KernelFamily::DecodeCertified] {
-                let sp = family_space(other, &s, &limits).unwrap();
-                assert!(!sp.valid.iter().any(fetched), "{other}");
-            }
-        }
     }
 
     #[test]

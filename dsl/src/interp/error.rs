@@ -36,7 +36,6 @@ pub enum MemAccess {
     VectorLoad,
     VectorStore,
     Atomic,
-    PrefetchL2,
 }
 
 impl fmt::Display for MemAccess {
@@ -47,7 +46,6 @@ impl fmt::Display for MemAccess {
             MemAccess::VectorLoad => "vector load",
             MemAccess::VectorStore => "vector store",
             MemAccess::Atomic => "atomic",
-            MemAccess::PrefetchL2 => "L2 prefetch",
         })
     }
 }

@@ -458,46 +458,6 @@ impl<'k, 'b> Machine<'k, 'b> {
                     self.give(v);
                 }
             }
-            Stmt::PrefetchL2 { mem, index, bytes } => {
-                // Only the range is checked: a prefetch changes no value, and the loads that
-                // follow it are checked on their own.
-                let idx = self.eval(index, lanes)?;
-                let elem = self
-                    .k
-                    .mem_elem(*mem)
-                    .ok_or_else(|| self.no_mem(*mem, lanes))?
-                    .size_bytes();
-                let len = self.mem_len(*mem).ok_or_else(|| self.no_mem(*mem, lanes))? as i128;
-                let (unit, count) = ((16 / elem) as i128, (*bytes / elem) as i128);
-                for (j, &r) in idx.iter().enumerate() {
-                    let i = int_value(r, index.ty());
-                    let buffer = self.k.mem_name(*mem);
-                    let (loc, access) = (Box::default(), MemAccess::PrefetchL2);
-                    if i.rem_euclid(unit) != 0 {
-                        let vec_len = unit as u32;
-                        let e = InterpError::Misaligned {
-                            loc,
-                            buffer,
-                            access,
-                            index: i,
-                            vec_len,
-                        };
-                        return Err(fault(e, lane_at(lanes, j)));
-                    }
-                    if i < 0 || i + count > len {
-                        let index = if i < 0 { i } else { i.max(len) };
-                        let e = InterpError::OutOfBounds {
-                            loc,
-                            buffer,
-                            access,
-                            index,
-                            len: len as u64,
-                        };
-                        return Err(fault(e, lane_at(lanes, j)));
-                    }
-                }
-                self.give(idx);
-            }
             Stmt::Atomic {
                 op,
                 mem,
