@@ -94,12 +94,14 @@ pub struct DenseTile {
     /// bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub share_bound: bool,
-    /// Dense and sparse score passes only: the group's dot products on the tensor cores
-    /// (`mma.sync` m16n8k16, f32 accumulation), each warp scoring 32 tokens a round as two 16×16
-    /// K tiles against the group's raw q (heads as the 8 columns, so G ≤ 8), then passing each
-    /// lane its own token's scores; needs one lane a token. A lane holds d/8 q registers
-    /// instead of d·G, and no multiply or conversion a dimension. Tag suffix `_tc`; absent from
-    /// bundles and logs written before it existed (false).
+    /// The group's dot products on the tensor cores (`mma.sync` m16n8k16, f32 accumulation),
+    /// each warp scoring 32 tokens a round as two 16×16 K tiles against the group's raw q
+    /// (heads as the 8 columns, so G ≤ 8), then passing each lane its own token's scores; needs
+    /// one lane a token. A lane holds d/8 q registers instead of d·G, and no multiply or
+    /// conversion a dimension. The dense and sparse score passes score every token so; a
+    /// certified pass over 4-bit sketches rescores its queued tokens so (a batch is a warp's
+    /// 32 tokens), where it otherwise spends d·G FMAs and shared q' loads a token. Tag suffix
+    /// `_tc`; absent from bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mma: bool,
     /// Certified pass with [`DenseTile::share_bound`] only: each head's shared bound starts at
@@ -338,7 +340,7 @@ impl DenseTile {
                 2
             },
             finish_capacity: 2048,
-            // The certified pass bounds its scores from sketches: never a tensor-core tile.
+            // Rescoring on the tensor cores (`mma`) is the tuner's to pick.
             ..if wide {
                 DenseTile::fma_wide(spec)
             } else {
@@ -421,7 +423,8 @@ impl DenseTile {
     /// Whether this tile is valid for `spec`'s paged decode of `kind`: its shape
     /// ([`DenseTile::check`]) and the knobs that belong to one pass. [`DenseTile::share_bound`]
     /// is for the warp stream of a certified pass over a per-token grid (4-bit sketches), at GQA
-    /// ≤ [`MAX_SHARE_BOUND_GROUP`]; [`DenseTile::mma`] for the dense and sparse score passes;
+    /// ≤ [`MAX_SHARE_BOUND_GROUP`]; [`DenseTile::mma`] for the dense and sparse score passes
+    /// and the rescoring of a certified pass over 4-bit sketches;
     /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start);
     /// [`DenseTile::lookahead`] is for the sparse pass where [`page_lookahead_by_default`] is off.
     pub fn check_for(&self, spec: &PagedSpec, kind: DecodeKind) -> Result<(), SpecError> {
@@ -436,10 +439,13 @@ impl DenseTile {
 
     fn check_pass_knobs(&self, kind: DecodeKind, spec: &PagedSpec) -> Result<(), SpecError> {
         let certified = kind.is_certified();
-        if self.mma && certified {
+        if self.mma && certified && !spec.sketch_token_grid() {
             return Err(SpecError::BadTile {
                 kernel: "decode_certified",
-                reason: "mma (`_tc`) is a tile of the dense and sparse score passes (the certified pass bounds its scores from sketches)".into(),
+                reason: format!(
+                    "mma (`_tc`) on the certified pass rescores on the tensor cores, which only the pass over 4-bit sketches does (this spec's sketch is {}-bit)",
+                    spec.sketch_bits
+                ),
             });
         }
         if self.lookahead && kind != DecodeKind::Sparse {

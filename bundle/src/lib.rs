@@ -35,14 +35,16 @@ pub use writer::{BundleMeta, BundleWriter};
 /// entries add `certified_seed_scores`, `certified_seed`, `certified_verify`), 9 the sparse
 /// tiles' optional `lookahead` (pages looked up a chunk ahead; same entries and arguments) and
 /// default rows of the page-pruned walk beside a seeded certified default (a schema-8 reader
-/// refuses a default row with a selector).
-pub const SCHEMA_VERSION: u32 = 9;
+/// refuses a default row with a selector), 10 certified rows with `mma` (rescoring on the
+/// tensor cores; same entries and arguments; a schema-9 reader refuses the tile).
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild. Schemas 6, 7 and 8 differ from 9 only by the absent
-/// `mma`, `seed` and `lookahead` (false): their kernels are today's.
+/// refused with a request to rebuild. Schemas 6 to 9 differ from 10 only by the absent `mma`,
+/// `seed` and `lookahead` (false) and by never rescoring on the tensor cores: their kernels are
+/// today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

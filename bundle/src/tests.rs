@@ -293,14 +293,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 10,
-                    supported: 9
+                    found: 11,
+                    supported: 10
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 10") && e.to_string().contains("versions 6–9"),
+            e.to_string().contains("schema version 11") && e.to_string().contains("versions 6–10"),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -309,14 +309,14 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 11, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 12, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
-            found: 11,
-            supported: 9
+            found: 12,
+            supported: 10
         }
     ));
     // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
@@ -491,6 +491,32 @@ fn lookahead_rows_and_schema_8() {
     bundle().write_dir(&t8.0).unwrap();
     edit_manifest(&t8.0, |m| m.schema_version = 8);
     assert_eq!(Bundle::open(&t8.0).unwrap().manifest().schema_version, 8);
+}
+
+/// A certified row rescoring on the tensor cores (schema 10, 4-bit sketches) round trips; a
+/// schema-9 bundle still opens.
+#[test]
+fn certified_tensor_core_rows_and_schema_9() {
+    let f = KernelFamily::DecodeCertified;
+    let s = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let TileConfig::Dense(t) = f.default_tile(&s) else {
+        unreachable!()
+    };
+    let tile = TileConfig::Dense(DenseTile { mma: true, ..t });
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s);
+    add_default_rows(&mut w, &s, &[]);
+    let module = add_tuned_tile_row(&mut w, f, &s, tile);
+    assert!(module.contains("_tc"), "{module}");
+    let t = TempDir::new("certified_tc");
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    let b = Bundle::open(&t.0).unwrap();
+    assert_eq!(b.manifest().schema_version, 10);
+    assert_eq!(b.resolve(f, &s, 1000, None).unwrap().row.tile, tile);
+    let t9 = TempDir::new("schema9");
+    bundle().write_dir(&t9.0).unwrap();
+    edit_manifest(&t9.0, |m| m.schema_version = 9);
+    assert_eq!(Bundle::open(&t9.0).unwrap().manifest().schema_version, 9);
 }
 
 #[test]

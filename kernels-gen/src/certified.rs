@@ -32,7 +32,9 @@ use crate::finish::{gather, solve_tau, solver_cut, write_output, CandInputs, Out
 use crate::page_meta;
 use crate::seed::RepairGate;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
-use crate::tokens::{load_queries, slope, Lanes, Layout, PageBufs, QueryRegs, TokenSource};
+use crate::tokens::{
+    load_queries, load_queries_mma, slope, Lanes, Layout, MmaQuery, PageBufs, QueryRegs, TokenSource, WarpMma,
+};
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::pipeline::SELECTED_WALK_SHARE;
@@ -289,6 +291,13 @@ fn score_pass(
     // A per-token grid needs one set of terms per head for the whole pass.
     let ppc = if grid { 1 } else { (chunk_len / p).max(1) };
     let terms = Terms::declare(&mut k, spec, ppc, tile.threads, &qr);
+    // Rescoring on the tensor cores (`_tc`, 4-bit sketches only): q as B fragments.
+    let mma = tile.mma.then(|| {
+        let mq = load_queries_mma(&mut k, ds, q, slopes, b, kvh, q_heads)
+            .mma
+            .expect("load_queries_mma fills the fragments");
+        (WarpMma::new(&mut k, ds.head_dim), mq)
+    });
     let ctx = BoundCtx {
         spec,
         lanes,
@@ -299,6 +308,7 @@ fn score_pass(
         sketched,
         slack: slack(ds.head_dim),
         terms,
+        mma,
     };
     let err = std::cell::Cell::new(None);
     // Per token and head `(lb, ub)` and the token positions, written by either body below.
@@ -672,6 +682,8 @@ struct BoundCtx<'a> {
     sketched: Var,
     slack: f64,
     terms: Terms,
+    /// Rescoring on the tensor cores ([`DenseTile::mma`]).
+    mma: Option<(WarpMma, MmaQuery)>,
 }
 
 /// Largest |integer weight|: weights are `m_i = rint(w_i/scale)` with `scale = max|w_i|/M`, split
@@ -1016,6 +1028,20 @@ impl BoundCtx<'_> {
         let ds = &self.spec.decode;
         let group = ds.group as usize;
         let t = k.let_("t_r", t.i64());
+        if let Some((warp, mq)) = &self.mma {
+            // The warp's 32 tokens as A tiles: every lane loads, an inactive one its queue's
+            // first token (in the pool, discarded).
+            let row = self.src.row(k, t.e());
+            let mut z = Vec::new();
+            warp.row_dots(k, self.keys, mq, group, row, |k, g, dot| {
+                let dot = match self.src.alibi_term(qr.alibi[g], t) {
+                    Some(a) => dot + a,
+                    None => dot,
+                };
+                z.push(k.let_("zr", select(active, dot, f32c(f64::NEG_INFINITY))));
+            });
+            return z;
+        }
         let first = k.let_("qdim_r", self.lanes.sub * self.lanes.dims);
         // Only a pass over a per-token grid rescores, and it stages q' in shared f32.
         let qs = self.terms.q.expect("a per-token grid stages q'");

@@ -580,6 +580,61 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
                 pruned: false,
             }));
         }
+        // Rescoring on the tensor cores (`_tc`, one lane a token over a per-token grid): the
+        // small tile's full and pruned walks, and seeded where the group shares bounds.
+        let tc = DenseTile {
+            lanes_per_token: 1,
+            mma: true,
+            ..small
+        };
+        if case.spec.sketch_token_grid() && tc.check_for(&case.spec, DecodeKind::Certified).is_ok() {
+            let mut tc_tiles = vec![(tc, false), (tc, true)];
+            let tc_seeded = DenseTile {
+                mma: true,
+                lanes_per_token: 1,
+                ..seeded
+            };
+            if tc_seeded.check_for(&case.spec, DecodeKind::Certified).is_ok() {
+                tc_tiles.push((tc_seeded, false));
+            }
+            for (tile, pruned) in tc_tiles {
+                v.push(Box::new(CertifiedCheck {
+                    case: case.clone(),
+                    tile,
+                    sm_count: 1,
+                    pruned,
+                }));
+            }
+        }
+    }
+    // BENCH.md's `wide` spec over 4-bit sketches (its shipped default: one lane a token,
+    // seeded shared bounds), with and without rescoring on the tensor cores.
+    let wide = mk(
+        1.5,
+        128,
+        4,
+        32,
+        4,
+        DType::BF16,
+        false,
+        vec![1500, 90],
+        KeyData::Normal,
+    );
+    let def = DenseTile::default_certified(&wide.spec);
+    let small = DenseTile {
+        threads: 64,
+        score_min_blocks: 1,
+        finish_threads: 64,
+        finish_capacity: 64,
+        ..def
+    };
+    for tile in [small, DenseTile { mma: true, ..small }] {
+        v.push(Box::new(CertifiedCheck {
+            case: wide.clone(),
+            tile,
+            sm_count: 1,
+            pruned: false,
+        }));
     }
     v.extend(
         seed_decoy_checks()
@@ -619,6 +674,8 @@ pub fn seed_decoy_checks() -> Vec<CertifiedCheck> {
             finish_capacity: 64,
             share_bound: true,
             seed: true,
+            // The GQA-2 case's repair rescores on the tensor cores.
+            mma: case.spec.decode.group == 2,
             ..DenseTile::default_certified(&case.spec)
         };
         CertifiedCheck {

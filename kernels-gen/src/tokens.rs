@@ -637,58 +637,64 @@ fn token_row(
     (t, row, k.let_("valid", src.valid(c, t)))
 }
 
-/// [`score_chunk`] on the tensor cores ([`DenseTile::mma`], one lane a token, q from
-/// [`load_queries_mma`]). In each round `r` a warp scores its 32 tokens (lane `l` owns token
-/// `l`, as in [`chunk_offset`]) as two `m16n8k16` products per 16 dimensions: tokens 0–15 and
-/// 16–31 are the rows of two A tiles, the group's heads the columns of B. Lane `(g, t)` loads
-/// dimensions `[t·d/4, (t+1)·d/4)` of tokens `g`, `g + 8` (tile 0) and `16 + g`, `24 + g`
-/// (tile 1), each a 16-byte-aligned run, and feeds A four of them a product: A's columns
-/// `2t, 2t+1, 2t+8, 2t+9` are its dimensions `4j … 4j+3` in product `j` (the dot product does
-/// not care which dimension is which column, as long as q's rows of B follow: they do, by
-/// [`MmaQuery`]). The rows' offsets come from their owners, two 32-bit shuffles each; D then
-/// holds token `g` (and `g + 8`) × heads `2t, 2t+1` in lane `(g, t)`, and four shuffles a head
-/// hand every lane its own token's score.
-#[allow(clippy::too_many_arguments)]
-pub fn score_chunk_mma(
-    k: &mut KernelBuilder,
-    tile: &DenseTile,
-    lanes: &Lanes,
-    src: &TokenSource,
-    keys: Buf,
-    q: &QueryRegs,
-    c0: Var,
-    pages: Option<&ChunkPages>,
-) -> (Vec<Vec<Var>>, Vec<Var>) {
-    let mq = q
-        .mma
-        .as_ref()
-        .expect("a tensor-core pass loads q with load_queries_mma");
-    let heads = q.alibi.len();
-    let d = src.head_dim;
-    let slice = d / 4;
-    let vec = slice.min(16 / keys.elem.size_bytes());
-    let lane = k.let_("lane", k.lane());
-    let g = k.let_("mma_g", lane >> 2u32);
-    let quarter = k.let_("mma_t", (lane & 3u32) * slice);
-    // Which of the holder's D elements is this lane's token: tile (token ≥ 16), row half
-    // (token mod 16 ≥ 8); its holder for head h is lane 4·(lane mod 8) + h/2.
-    let tile1 = k.let_("mma_tile1", lane.ge(16u32));
-    let half1 = k.let_("mma_half1", (lane & 8u32).ne_(0u32));
-    let holder = k.let_("mma_holder", (lane & 7u32) * 4u32);
-    let mut z: Vec<Vec<Var>> = vec![Vec::new(); heads];
-    let mut positions = Vec::new();
-    for r in 0..tile.tokens_per_group {
-        let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
+/// A warp's dot products on the tensor cores ([`DenseTile::mma`], one lane a token, q from
+/// [`load_queries_mma`]): the warp's 32 tokens (lane `l` owns token `l`) are scored as two
+/// `m16n8k16` products per 16 dimensions: tokens 0–15 and 16–31 are the rows of two A tiles, the
+/// group's heads the columns of B. Lane `(g, t)` loads dimensions `[t·d/4, (t+1)·d/4)` of tokens
+/// `g`, `g + 8` (tile 0) and `16 + g`, `24 + g` (tile 1), each a 16-byte-aligned run, and feeds A
+/// four of them a product: A's columns `2t, 2t+1, 2t+8, 2t+9` are its dimensions `4j … 4j+3` in
+/// product `j` (the dot product does not care which dimension is which column, as long as q's
+/// rows of B follow: they do, by [`MmaQuery`]). The rows' offsets come from their owners, two
+/// 32-bit shuffles each; D then holds token `g` (and `g + 8`) × heads `2t, 2t+1` in lane
+/// `(g, t)`, and four shuffles a head hand every lane its own token's dot product.
+pub struct WarpMma {
+    g: Var,
+    quarter: Var,
+    /// Which of the holder's D elements is this lane's token: tile (token ≥ 16), row half
+    /// (token mod 16 ≥ 8); its holder for head h is lane 4·(lane mod 8) + h/2.
+    tile1: Var,
+    half1: Var,
+    holder: Var,
+    slice: u32,
+}
+
+impl WarpMma {
+    pub fn new(k: &mut KernelBuilder, head_dim: u32) -> WarpMma {
+        let lane = k.let_("lane", k.lane());
+        let slice = head_dim / 4;
+        WarpMma {
+            g: k.let_("mma_g", lane >> 2u32),
+            quarter: k.let_("mma_t", (lane & 3u32) * slice),
+            tile1: k.let_("mma_tile1", lane.ge(16u32)),
+            half1: k.let_("mma_half1", (lane & 8u32).ne_(0u32)),
+            holder: k.let_("mma_holder", (lane & 7u32) * 4u32),
+            slice,
+        }
+    }
+
+    /// `q'·k` of this lane's token (K row at element `row`, i64; every lane of the warp calls
+    /// this, each with a row in the pool) for each of `heads` heads, handed to `per_head(k, h,
+    /// dot)` as soon as it is formed.
+    pub fn row_dots(
+        &self,
+        k: &mut KernelBuilder,
+        keys: Buf,
+        mq: &MmaQuery,
+        heads: usize,
+        row: Var,
+        mut per_head: impl FnMut(&mut KernelBuilder, usize, Expr),
+    ) {
+        let vec = self.slice.min(16 / keys.elem.size_bytes());
         let row_lo = k.let_("row_lo", row.cast(Scalar::U32));
         let row_hi = k.let_("row_hi", (row >> 32i64).cast(Scalar::U32));
         // Rows g, g+8, 16+g, 24+g of this warp's 32 tokens, each this lane's quarter of d.
         let parts: Vec<Vec<Var>> = (0..4u32)
             .map(|i| {
-                let from = k.let_("row_from", g + 8 * i);
+                let from = k.let_("row_from", self.g + 8 * i);
                 let lo = k.shuffle(ShuffleMode::Idx, row_lo, from);
                 let hi = k.shuffle(ShuffleMode::Idx, row_hi, from);
-                let at = k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + quarter.i64());
-                (0..slice / vec)
+                let at = k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + self.quarter.i64());
+                (0..self.slice / vec)
                     .flat_map(|j| k.load_vec("k", keys, at + (j * vec) as i64, vec))
                     .collect()
             })
@@ -717,20 +723,49 @@ pub fn score_chunk_mma(
                 [acc[0], acc[1], acc[2], acc[3]]
             })
             .collect();
-        for (h, zh) in z.iter_mut().enumerate() {
-            let from = k.let_("dot_from", holder + (h as u32 / 2));
+        for h in 0..heads {
+            let from = k.let_("dot_from", self.holder + (h as u32 / 2));
             let e = h % 2;
             let got: Vec<Var> = [dots[0][e], dots[0][2 + e], dots[1][e], dots[1][2 + e]]
                 .into_iter()
                 .map(|v| k.shuffle(ShuffleMode::Idx, v, from))
                 .collect();
             let dot = select(
-                tile1,
-                select(half1, got[3], got[2]),
-                select(half1, got[1], got[0]),
+                self.tile1,
+                select(self.half1, got[3], got[2]),
+                select(self.half1, got[1], got[0]),
             ) * mq.scale;
-            zh.push(entmax_score(k, src, q.alibi[h], dot, t, valid));
+            per_head(k, h, dot);
         }
+    }
+}
+
+/// [`score_chunk`] on the tensor cores ([`WarpMma`]): in each round `r` a warp scores its 32
+/// tokens (lane `l` owns token `l`, as in [`chunk_offset`]).
+#[allow(clippy::too_many_arguments)]
+pub fn score_chunk_mma(
+    k: &mut KernelBuilder,
+    tile: &DenseTile,
+    lanes: &Lanes,
+    src: &TokenSource,
+    keys: Buf,
+    q: &QueryRegs,
+    c0: Var,
+    pages: Option<&ChunkPages>,
+) -> (Vec<Vec<Var>>, Vec<Var>) {
+    let mq = q
+        .mma
+        .as_ref()
+        .expect("a tensor-core pass loads q with load_queries_mma");
+    let heads = q.alibi.len();
+    let warp = WarpMma::new(k, src.head_dim);
+    let mut z: Vec<Vec<Var>> = vec![Vec::new(); heads];
+    let mut positions = Vec::new();
+    for r in 0..tile.tokens_per_group {
+        let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
+        warp.row_dots(k, keys, mq, heads, row, |k, h, dot| {
+            z[h].push(entmax_score(k, src, q.alibi[h], dot, t, valid));
+        });
         positions.push(t);
     }
     (z, positions)

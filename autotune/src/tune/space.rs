@@ -208,9 +208,19 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .chain(small.iter().copied())
                     .map(flip_seed)
                     .collect();
+                // And rescoring on the tensor cores, on each of these with one lane a token (the
+                // invalid ones are filtered with the rest).
+                let tc: Vec<DenseTile> = std::iter::once(def)
+                    .chain(small.iter().copied())
+                    .chain(flipped.iter().copied())
+                    .chain(seeded.iter().copied())
+                    .filter(|t| t.lanes_per_token == 1)
+                    .map(flip_mma)
+                    .collect();
                 v.extend(small);
                 v.extend(flipped);
                 v.extend(seeded);
+                v.extend(tc);
             }
             v.into_iter().map(TileConfig::Dense).collect()
         }
@@ -312,6 +322,11 @@ fn flip_lookahead(t: DenseTile) -> DenseTile {
         lookahead: !t.lookahead,
         ..t
     }
+}
+
+/// `t` with the other choice of the tensor cores (for a certified pass: its rescoring).
+fn flip_mma(t: DenseTile) -> DenseTile {
+    DenseTile { mma: !t.mma, ..t }
 }
 
 /// `t` with the other choice of seeding its shared head bounds (sharing them if it did not).
@@ -427,6 +442,9 @@ fn descent_step(
     if family == KernelFamily::DecodeCertified && spec.sketch_token_grid() {
         points.insert(0, flip_seed(*centre));
         points.insert(0, flip_share(*centre));
+        if centre.lanes_per_token == 1 {
+            points.insert(0, flip_mma(*centre));
+        }
     }
     if family == KernelFamily::DecodeSparse && !page_lookahead_by_default(&spec.decode, spec.alibi) {
         points.insert(0, flip_lookahead(*centre));
@@ -564,9 +582,10 @@ mod tests {
     }
 
     /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped, and
-    /// seeded, on its default and small-CTA points, and refined with the best's sharing, then
-    /// its seeding, flipped first; no other family gets either, and GQA 8 counts those points
-    /// invalid (registers).
+    /// seeded, on its default and small-CTA points, each also rescoring on the tensor cores, and
+    /// refined with the best's tensor cores, then its sharing, then its seeding, flipped first;
+    /// no other family gets sharing or seeding, and GQA 8 counts those points invalid
+    /// (registers).
     #[test]
     fn shared_head_bounds_are_tried_for_the_certified_pass_only() {
         let limits = DeviceLimits::default();
@@ -582,18 +601,23 @@ mod tests {
         assert!(!def.share_bound);
         assert!(space.valid.contains(&TileConfig::Dense(flip_share(def))));
         let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
-        assert_eq!(space.valid.iter().filter(|t| shares(t)).count(), 8);
-        assert_eq!(space.valid.iter().filter(|t| seeded(t)).count(), 4);
+        let tc = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.mma);
+        let fma_points = || space.valid.iter().filter(|t| !tc(t));
+        assert_eq!(fma_points().filter(|t| shares(t)).count(), 8);
+        assert_eq!(fma_points().filter(|t| seeded(t)).count(), 4);
+        // Each of them (one lane a token at d = 32) also rescores on the tensor cores.
+        assert_eq!(space.valid.iter().filter(|t| tc(t)).count(), 12);
         let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
         let TileConfig::Dense(best) = ranked[0] else {
             panic!("a dense tile")
         };
-        assert!(best.seed);
+        assert!(best.seed && best.mma);
         let r = refinements(f, &s, &limits, &ranked, None, &[]);
-        assert_eq!(r[0], TileConfig::Dense(flip_share(best)));
-        assert_eq!(r[1], TileConfig::Dense(flip_seed(best)));
-        assert!(matches!(r[0], TileConfig::Dense(t) if !t.share_bound && !t.seed));
-        assert!(matches!(r[1], TileConfig::Dense(t) if t.share_bound && !t.seed));
+        assert_eq!(r[0], TileConfig::Dense(flip_mma(best)));
+        assert_eq!(r[1], TileConfig::Dense(flip_share(best)));
+        assert_eq!(r[2], TileConfig::Dense(flip_seed(best)));
+        assert!(matches!(r[1], TileConfig::Dense(t) if !t.share_bound && !t.seed));
+        assert!(matches!(r[2], TileConfig::Dense(t) if t.share_bound && !t.seed));
         assert!(!ranked[0].serves(Some(entkv_abi::Selector::Pruned)));
         for other in [KernelFamily::DecodeDense, KernelFamily::DecodeSparse] {
             let sp = family_space(other, &s, &limits).unwrap();
