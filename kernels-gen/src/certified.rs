@@ -38,7 +38,7 @@ use crate::tokens::{
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::pipeline::SELECTED_WALK_SHARE;
-use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DecodeKind, DenseTile, PagedSpec};
+use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DecodeKind, DecodeSpec, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Relative slack on a page's `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)` that covers f32 rounding:
@@ -291,13 +291,10 @@ fn score_pass(
     // A per-token grid needs one set of terms per head for the whole pass.
     let ppc = if grid { 1 } else { (chunk_len / p).max(1) };
     let terms = Terms::declare(&mut k, spec, ppc, tile.threads, &qr);
-    // Rescoring on the tensor cores (`_tc`, 4-bit sketches only): q as B fragments.
-    let mma = tile.mma.then(|| {
-        let mq = load_queries_mma(&mut k, ds, q, slopes, b, kvh, q_heads)
-            .mma
-            .expect("load_queries_mma fills the fragments");
-        (WarpMma::new(&mut k, ds.head_dim), mq)
-    });
+    // Rescoring on the tensor cores (`_tc`, 4-bit sketches only; the checks-only pass rescores
+    // nothing).
+    let mma =
+        (tile.mma && refine && grid).then(|| MmaRescore::declare(&mut k, ds, q, slopes, b, kvh, q_heads));
     let ctx = BoundCtx {
         spec,
         lanes,
@@ -683,7 +680,74 @@ struct BoundCtx<'a> {
     slack: f64,
     terms: Terms,
     /// Rescoring on the tensor cores ([`DenseTile::mma`]).
-    mma: Option<(WarpMma, MmaQuery)>,
+    mma: Option<MmaRescore>,
+}
+
+/// q's B fragments for rescoring on the tensor cores ([`WarpMma`]). They are the same for every
+/// warp, so warp 0 stages them in shared memory once (with [`BoundCtx::query_terms`], before
+/// its barrier) and a batch loads them as it needs them: the pass keeps no q register across
+/// its chunks (16 at `wide`, where registers are what it is short of).
+struct MmaRescore {
+    warp: WarpMma,
+    /// `[product][lane][4]` q-dtype elements: a warp's load of one product is 256 contiguous
+    /// bytes.
+    frags: Buf,
+    /// This lane's fragments as loaded, until staged.
+    init: MmaQuery,
+}
+
+impl MmaRescore {
+    #[allow(clippy::too_many_arguments)]
+    fn declare(
+        k: &mut KernelBuilder,
+        ds: &DecodeSpec,
+        q: Buf,
+        slopes: Option<Buf>,
+        b: Var,
+        kvh: Var,
+        q_heads: Var,
+    ) -> MmaRescore {
+        let init = load_queries_mma(k, ds, q, slopes, b, kvh, q_heads)
+            .mma
+            .expect("load_queries_mma fills the fragments");
+        let frags = k.shared("q_frags", q.elem, init.b.len() as u32 * WARP * 4);
+        MmaRescore {
+            warp: WarpMma::new(k, ds.head_dim),
+            frags,
+            init,
+        }
+    }
+
+    /// Element offset of product `j`'s four elements for this lane.
+    fn at(&self, k: &mut KernelBuilder, j: usize) -> Var {
+        k.let_("qf_at", (k.lane() + j as u32 * WARP) * 4u32)
+    }
+
+    /// Warp 0 writes the fragments (the caller's barrier publishes them).
+    fn stage(&self, k: &mut KernelBuilder) {
+        let warp0 = k.let_("qf_warp0", k.thread_idx().lt(WARP));
+        k.if_(warp0, |k| {
+            for (j, b) in self.init.b.iter().enumerate() {
+                let at = self.at(k, j);
+                k.store_vec(self.frags, at, b.iter().map(|v| v.e()).collect());
+            }
+        });
+    }
+
+    /// The fragments, from shared memory.
+    fn query(&self, k: &mut KernelBuilder) -> MmaQuery {
+        let b = (0..self.init.b.len())
+            .map(|j| {
+                let at = self.at(k, j);
+                let v = k.load_vec("qf", self.frags, at, 4);
+                [v[0], v[1], v[2], v[3]]
+            })
+            .collect();
+        MmaQuery {
+            b,
+            scale: self.init.scale,
+        }
+    }
 }
 
 /// Largest |integer weight|: weights are `m_i = rint(w_i/scale)` with `scale = max|w_i|/M`, split
@@ -1028,12 +1092,13 @@ impl BoundCtx<'_> {
         let ds = &self.spec.decode;
         let group = ds.group as usize;
         let t = k.let_("t_r", t.i64());
-        if let Some((warp, mq)) = &self.mma {
+        if let Some(m) = &self.mma {
             // The warp's 32 tokens as A tiles: every lane loads, an inactive one its queue's
             // first token (in the pool, discarded).
             let row = self.src.row(k, t.e());
+            let mq = m.query(k);
             let mut z = Vec::new();
-            warp.row_dots(k, self.keys, mq, group, row, |k, g, dot| {
+            m.warp.row_dots(k, self.keys, &mq, group, row, true, |k, g, dot| {
                 let dot = match self.src.alibi_term(qr.alibi[g], t) {
                     Some(a) => dot + a,
                     None => dot,
@@ -1233,6 +1298,9 @@ impl BoundCtx<'_> {
                     k.store(qabs_buf, g, qabs);
                 });
             });
+        }
+        if let Some(m) = &self.mma {
+            m.stage(k);
         }
         k.barrier();
         let unit = code_dot_unit(self.spec.sketch_bits);

@@ -674,7 +674,11 @@ impl WarpMma {
 
     /// `q'·k` of this lane's token (K row at element `row`, i64; every lane of the warp calls
     /// this, each with a row in the pool) for each of `heads` heads, handed to `per_head(k, h,
-    /// dot)` as soon as it is formed.
+    /// dot)` as soon as it is formed. With `staged` the four rows' quarters are loaded one
+    /// 16-byte vector at a time, each consumed by its products before the next loads (16
+    /// registers of K in flight instead of d/2: for a pass whose registers are spent elsewhere);
+    /// otherwise all of them first.
+    #[allow(clippy::too_many_arguments)]
     pub fn row_dots(
         &self,
         k: &mut KernelBuilder,
@@ -682,43 +686,75 @@ impl WarpMma {
         mq: &MmaQuery,
         heads: usize,
         row: Var,
+        staged: bool,
         mut per_head: impl FnMut(&mut KernelBuilder, usize, Expr),
     ) {
         let vec = self.slice.min(16 / keys.elem.size_bytes());
         let row_lo = k.let_("row_lo", row.cast(Scalar::U32));
         let row_hi = k.let_("row_hi", (row >> 32i64).cast(Scalar::U32));
         // Rows g, g+8, 16+g, 24+g of this warp's 32 tokens, each this lane's quarter of d.
-        let parts: Vec<Vec<Var>> = (0..4u32)
-            .map(|i| {
-                let from = k.let_("row_from", self.g + 8 * i);
-                let lo = k.shuffle(ShuffleMode::Idx, row_lo, from);
-                let hi = k.shuffle(ShuffleMode::Idx, row_hi, from);
-                let at = k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + self.quarter.i64());
-                (0..self.slice / vec)
-                    .flat_map(|j| k.load_vec("k", keys, at + (j * vec) as i64, vec))
-                    .collect()
-            })
-            .collect();
+        let row_at = |k: &mut KernelBuilder, i: u32| {
+            let from = k.let_("row_from", self.g + 8 * i);
+            let lo = k.shuffle(ShuffleMode::Idx, row_lo, from);
+            let hi = k.shuffle(ShuffleMode::Idx, row_hi, from);
+            k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + self.quarter.i64())
+        };
+        let load = |k: &mut KernelBuilder, at: Var, j: u32| k.load_vec("k", keys, at + (j * vec) as i64, vec);
+        // One product of tile `tl` (rows `2tl`, `2tl + 1` of `parts`) from element `base` of each
+        // row's slice: A's columns 2t, 2t+1, 2t+8, 2t+9 are four consecutive dimensions.
+        let product = |k: &mut KernelBuilder,
+                       parts: &[Vec<Var>],
+                       tl: usize,
+                       base: usize,
+                       b: &[Var; 4],
+                       acc: &[Expr]| {
+            let (lo, hi) = (&parts[2 * tl], &parts[2 * tl + 1]);
+            let x = |v: &Vec<Var>, e: usize| v[base + e].e();
+            let a = [
+                x(lo, 0),
+                x(lo, 1),
+                x(hi, 0),
+                x(hi, 1),
+                x(lo, 2),
+                x(lo, 3),
+                x(hi, 2),
+                x(hi, 3),
+            ];
+            let b: Vec<Expr> = b.iter().map(|v| v.e()).collect();
+            k.mma(&a, &b, acc).iter().map(|v| v.e()).collect::<Vec<Expr>>()
+        };
         // D of tiles 0 and 1.
-        let dots: Vec<[Var; 4]> = (0..2)
-            .map(|tl| {
-                let (lo, hi) = (&parts[2 * tl], &parts[2 * tl + 1]);
-                let mut acc: Vec<Expr> = vec![f32c(0.0); 4];
-                for (j, b) in mq.b.iter().enumerate() {
-                    let x = |v: &Vec<Var>, e: usize| v[4 * j + e].e();
-                    let a = [
-                        x(lo, 0),
-                        x(lo, 1),
-                        x(hi, 0),
-                        x(hi, 1),
-                        x(lo, 2),
-                        x(lo, 3),
-                        x(hi, 2),
-                        x(hi, 3),
-                    ];
-                    let b: Vec<Expr> = b.iter().map(|v| v.e()).collect();
-                    acc = k.mma(&a, &b, &acc).iter().map(|v| v.e()).collect();
+        let mut acc: Vec<Vec<Expr>> = vec![vec![f32c(0.0); 4]; 2];
+        if staged {
+            let at: Vec<Var> = (0..4).map(|i| row_at(k, i)).collect();
+            let mut parts: Vec<Vec<Var>> = vec![Vec::new(); 4];
+            for (j, b) in mq.b.iter().enumerate() {
+                // Product j takes elements 4j … 4j+3 of each row's slice.
+                if (4 * j) % vec as usize == 0 {
+                    for (part, &at) in parts.iter_mut().zip(&at) {
+                        *part = load(k, at, (4 * j) as u32 / vec);
+                    }
                 }
+                for (tl, acc) in acc.iter_mut().enumerate() {
+                    *acc = product(k, &parts, tl, (4 * j) % vec as usize, b, acc);
+                }
+            }
+        } else {
+            let parts: Vec<Vec<Var>> = (0..4)
+                .map(|i| {
+                    let at = row_at(k, i);
+                    (0..self.slice / vec).flat_map(|j| load(k, at, j)).collect()
+                })
+                .collect();
+            for (tl, acc) in acc.iter_mut().enumerate() {
+                for (j, b) in mq.b.iter().enumerate() {
+                    *acc = product(k, &parts, tl, 4 * j, b, acc);
+                }
+            }
+        }
+        let dots: Vec<[Var; 4]> = acc
+            .into_iter()
+            .map(|acc| {
                 let acc: Vec<Var> = acc.into_iter().map(|e| k.let_("d", e)).collect();
                 [acc[0], acc[1], acc[2], acc[3]]
             })
@@ -763,7 +799,7 @@ pub fn score_chunk_mma(
     let mut positions = Vec::new();
     for r in 0..tile.tokens_per_group {
         let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
-        warp.row_dots(k, keys, mq, heads, row, |k, h, dot| {
+        warp.row_dots(k, keys, mq, heads, row, false, |k, h, dot| {
             z[h].push(entmax_score(k, src, q.alibi[h], dot, t, valid));
         });
         positions.push(t);

@@ -1,13 +1,24 @@
 //! Certified-exact decode in the interpreter: equal to full-cache float64 entmax on every input.
 
 use entkv_abi::{DType, DecodeSpec, DenseTile, PagedSpec};
-use entkv_kernels::certified_checks::{checks, CertifiedCheck};
+use entkv_kernels::certified_checks::{checks, wide_4bit_checks, CertifiedCheck};
 use entkv_kernels::paged_data::{KeyData, PagedCase};
 use entkv_kernels::suite::{interp_failures, KernelCheck};
 
 #[test]
 fn certified_decode_is_exact() {
     let failed = interp_failures(checks());
+    assert!(failed.is_empty(), "failed: {failed:#?}");
+}
+
+/// `wide` over 4-bit sketches, seeded, rescoring with FMAs and on the tensor cores.
+#[test]
+fn certified_wide_4bit_is_exact() {
+    let checks: Vec<Box<dyn KernelCheck>> = wide_4bit_checks()
+        .into_iter()
+        .map(|c| Box::new(c) as Box<dyn KernelCheck>)
+        .collect();
+    let failed = interp_failures(checks);
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
 
