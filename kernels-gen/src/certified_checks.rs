@@ -580,20 +580,17 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
                 pruned: false,
             }));
         }
-        // Rescoring on the tensor cores (`_tc`, one lane a token over a per-token grid): the
-        // small tile's full and pruned walks, and seeded where the group shares bounds.
-        let tc = DenseTile {
-            lanes_per_token: 1,
-            mma: true,
-            ..small
-        };
-        if case.spec.sketch_token_grid() && tc.check_for(&case.spec, DecodeKind::Certified).is_ok() {
+        // Rescoring on the tensor cores (`_tc`) where the small tile already takes one lane a
+        // token over a per-token grid (elsewhere one lane a token alone changes the pass, and
+        // its checks-only rerun spills at GQA 4, d = 32 and GQA 2, d = 64): the full and pruned
+        // walks, and seeded where the group shares bounds.
+        let tc = DenseTile { mma: true, ..small };
+        if case.spec.sketch_token_grid()
+            && small.lanes_per_token == 1
+            && tc.check_for(&case.spec, DecodeKind::Certified).is_ok()
+        {
             let mut tc_tiles = vec![(tc, false), (tc, true)];
-            let tc_seeded = DenseTile {
-                mma: true,
-                lanes_per_token: 1,
-                ..seeded
-            };
+            let tc_seeded = DenseTile { mma: true, ..seeded };
             if tc_seeded.check_for(&case.spec, DecodeKind::Certified).is_ok() {
                 tc_tiles.push((tc_seeded, false));
             }
