@@ -209,11 +209,18 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .map(flip_seed)
                     .collect();
                 // And rescoring on the tensor cores, on each of these with one lane a token (the
-                // invalid ones are filtered with the rest).
+                // invalid ones are filtered with the rest), and on the default and its seeded
+                // twin at one token a lane: at `wide` two tokens a lane spill the pruned walk's
+                // kernel on the tensor cores, one does not (results/2026-12-05-certified-tc).
+                let one_token = [def, flip_seed(def)].map(|t| DenseTile {
+                    tokens_per_group: 1,
+                    ..t
+                });
                 let tc: Vec<DenseTile> = std::iter::once(def)
                     .chain(small.iter().copied())
                     .chain(flipped.iter().copied())
                     .chain(seeded.iter().copied())
+                    .chain(one_token)
                     .filter(|t| t.lanes_per_token == 1)
                     .map(flip_mma)
                     .collect();
@@ -605,8 +612,9 @@ mod tests {
         let fma_points = || space.valid.iter().filter(|t| !tc(t));
         assert_eq!(fma_points().filter(|t| shares(t)).count(), 8);
         assert_eq!(fma_points().filter(|t| seeded(t)).count(), 4);
-        // Each of them (one lane a token at d = 32) also rescores on the tensor cores.
-        assert_eq!(space.valid.iter().filter(|t| tc(t)).count(), 12);
+        // Each of them (one lane a token at d = 32) also rescores on the tensor cores, and so do
+        // the default and its seeded twin at one token a lane.
+        assert_eq!(space.valid.iter().filter(|t| tc(t)).count(), 14);
         let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
         let TileConfig::Dense(best) = ranked[0] else {
             panic!("a dense tile")
