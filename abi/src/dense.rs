@@ -340,7 +340,7 @@ impl DenseTile {
                 2
             },
             finish_capacity: 2048,
-            // Rescoring on the tensor cores (`mma`) is the tuner's to pick.
+            // Rescoring on the tensor cores (`mma`): the tuner's to pick, except at `wide` (below).
             ..if wide {
                 DenseTile::fma_wide(spec)
             } else {
@@ -363,6 +363,19 @@ impl DenseTile {
             seed: grid_wide,
             ..tile
         };
+        if grid_wide {
+            // Rescoring on the tensor cores (`mma`) at one token a lane and no occupancy floor:
+            // the H200 tuner's best seeded tile at 32k and 1M and within 4% of it at 128k
+            // (225 / 414 / 1723 µs against 245 / 487 / 1743 for the best FMA tiles;
+            // results/2026-12-05-certified-tc/3-tune-wide). Two tokens a lane spill the pruned
+            // walk's kernel on the tensor cores (928 B, local ptxas 13).
+            return DenseTile {
+                tokens_per_group: 1,
+                score_min_blocks: 0,
+                mma: true,
+                ..tile
+            };
+        }
         if paged.sketch_token_grid() && spec.head_dim * spec.group <= 64 {
             // The 4-bit pass streams warp-locally and rescores in batches, so a chunk costs
             // little beyond its tokens: 256-thread CTAs, two an SM (≤ 128 registers), measured
