@@ -1,4 +1,4 @@
-# Device call at ab32c7a on the H200 (the session's device time allowed no full benchmark run):
+# Planned device call (not run: no H200 could be started before the session's device time ran out), at ab32c7a on the H200:
 # `wide` autotuned (with `_tc` on its certified grid) and benched beside SDPA, every method, for
 # docs/benchmarks.md's `wide` section; then the untuned `wide` bundle's certified steps (the new
 # default).
