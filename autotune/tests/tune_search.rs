@@ -43,6 +43,8 @@ struct Fake {
     verified: usize,
     /// Sizes of the groups passed to `time`.
     timed: Vec<usize>,
+    /// Larger groups fail to time as a GPU out of memory would.
+    max_group: Option<usize>,
     /// The `family:tag`s of each `prefetch` call.
     prefetches: Vec<Vec<String>>,
     /// Times that replace `speed` in one selector's step, by (selector, tag).
@@ -64,6 +66,7 @@ impl Fake {
             prepared: Vec::new(),
             verified: 0,
             timed: Vec::new(),
+            max_group: None,
             prefetches: Vec::new(),
             by_selector: HashMap::new(),
             selectors_seen: Vec::new(),
@@ -125,6 +128,11 @@ impl MeasureBackend for Fake {
     fn time(&mut self, cs: &[Candidate], w: &Workload, reps: u32) -> Result<Vec<Vec<f64>>, EvalError> {
         self.timed.push(cs.len());
         self.selectors_seen.push(w.selector);
+        if self.max_group.is_some_and(|m| cs.len() > m) {
+            return Err(EvalError::LaunchError(
+                "CUDA driver call cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY".into(),
+            ));
+        }
         let mut out = Vec::new();
         for c in cs {
             if let Some(e @ EvalError::LaunchError(_)) = self.fail.get(&c.tile.tag()) {
@@ -218,6 +226,37 @@ fn exhaustive_finds_the_fastest_and_evaluates_the_default_first() {
     assert!(choices
         .iter()
         .all(|c| c.tile.tag() == fast && c.median_us == 40.0));
+}
+
+/// A final group whose sessions do not fit the GPU together is timed one tile at a time: the
+/// same choice, each member's record saying so; a single tile that fails still fails the run.
+#[test]
+fn a_group_that_does_not_fit_is_timed_one_tile_at_a_time() {
+    let fast = "t1024_i4";
+    let log = tmp("alone").join("log.jsonl");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let mut b = Fake::new(move |f, t| if t == fast { 40.0 } else { spread(f, t) });
+    b.max_group = Some(1);
+    let o = opts(&[TOPK], &[32 << 10]);
+    let dev = device("570.1");
+    let out = run_search(&o, &mut b, &mut store(&log, false, None, &dev)).unwrap();
+    assert_eq!(out.results[0].chosen.as_ref().unwrap().tag, fast);
+    let tail: Vec<usize> = b.timed.iter().rev().take(5).rev().copied().collect();
+    assert_eq!(
+        tail,
+        vec![4, 1, 1, 1, 1],
+        "the group once, then each member alone"
+    );
+    let finals: Vec<_> = read_jsonl(&log)
+        .unwrap()
+        .records
+        .into_iter()
+        .filter(|r| r.key.group.is_some())
+        .collect();
+    assert_eq!(finals.len(), 4);
+    assert!(finals
+        .iter()
+        .all(|r| r.detail.as_deref() == Some("timed alone: the group did not time together")));
 }
 
 #[test]

@@ -906,10 +906,41 @@ impl Searcher<'_> {
             prepared.push(p);
         }
         self.stats.time_calls += 1;
-        let times = self
-            .backend
-            .time(&cands, w, reps)
-            .with_context(|| format!("timing {family} tiles {tags:?} together at {} tokens", w.context))?;
+        let mut alone = false;
+        let times = match self.backend.time(&cands, w, reps) {
+            Ok(times) => times,
+            // The tiles' sessions hold a workspace each per cache copy and step, which together
+            // can exceed the GPU's memory at 1M tokens (four certified tiles on an 80 GB H100:
+            // results/2026-12-05-certified-tc/1-check-tune): time them one at a time instead.
+            Err(EvalError::LaunchError(why)) if cands.len() > 1 => {
+                eprintln!(
+                    "timing {family} tiles {tags:?} together at {} tokens failed ({why}); timing them one at a time",
+                    w.context
+                );
+                alone = true;
+                let mut times = Vec::new();
+                for c in &cands {
+                    self.stats.time_calls += 1;
+                    let t = self
+                        .backend
+                        .time(std::slice::from_ref(c), w, reps)
+                        .with_context(|| {
+                            format!(
+                                "timing {family} tile {} alone at {} tokens",
+                                c.tile.tag(),
+                                w.context
+                            )
+                        })?;
+                    times.extend(t);
+                }
+                times
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("timing {family} tiles {tags:?} together at {} tokens", w.context)
+                })
+            }
+        };
         ensure!(
             times.len() == tiles.len() && times.iter().all(|t| !t.is_empty()),
             "the backend returned {} timing series for {} candidates",
@@ -920,7 +951,13 @@ impl Searcher<'_> {
             .into_iter()
             .zip(tiles)
             .zip(prepared.iter().zip(&times))
-            .map(|((k, t), (p, ts))| Record::new(k, *t, Status::Ok).with_prepared(p).with_times(ts))
+            .map(|((k, t), (p, ts))| {
+                let r = Record::new(k, *t, Status::Ok).with_prepared(p).with_times(ts);
+                Record {
+                    detail: alone.then(|| "timed alone: the group did not time together".to_string()),
+                    ..r
+                }
+            })
             .collect();
         // One write: a group is reused only when every member's record is on disk.
         self.save(&records)?;
