@@ -33,12 +33,13 @@ use crate::page_meta;
 use crate::seed::RepairGate;
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{
-    load_queries, load_queries_mma, slope, Lanes, Layout, MmaQuery, PageBufs, QueryRegs, TokenSource, WarpMma,
+    entmax_score, load_queries, load_queries_mma, slope, Lanes, Layout, MmaQuery, PageBufs, QueryRegs,
+    TokenSource, WarpMma,
 };
 use crate::warp_stream::{order_key, HeadBounds, WarpStream};
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::pipeline::SELECTED_WALK_SHARE;
-use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DecodeKind, DecodeSpec, DenseTile, PagedSpec};
+use entkv_abi::{sketch_inv_levels, sketch_levels, DType, DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
 
 /// Relative slack on a page's `Σ|q'_i|·(max(|min_i|, |max_i|) + 1)` that covers f32 rounding:
@@ -293,8 +294,12 @@ fn score_pass(
     let terms = Terms::declare(&mut k, spec, ppc, tile.threads, &qr);
     // Rescoring on the tensor cores (`_tc`, 4-bit sketches only; the checks-only pass rescores
     // nothing).
-    let mma =
-        (tile.mma && refine && grid).then(|| MmaRescore::declare(&mut k, ds, q, slopes, b, kvh, q_heads));
+    let mma = (tile.mma && refine && grid).then(|| {
+        let init = load_queries_mma(&mut k, ds, q, slopes, b, kvh, q_heads)
+            .mma
+            .expect("load_queries_mma fills the fragments");
+        MmaRescore::declare(&mut k, ds.head_dim, init)
+    });
     let ctx = BoundCtx {
         spec,
         lanes,
@@ -697,22 +702,12 @@ struct MmaRescore {
 }
 
 impl MmaRescore {
-    #[allow(clippy::too_many_arguments)]
-    fn declare(
-        k: &mut KernelBuilder,
-        ds: &DecodeSpec,
-        q: Buf,
-        slopes: Option<Buf>,
-        b: Var,
-        kvh: Var,
-        q_heads: Var,
-    ) -> MmaRescore {
-        let init = load_queries_mma(k, ds, q, slopes, b, kvh, q_heads)
-            .mma
-            .expect("load_queries_mma fills the fragments");
-        let frags = k.shared("q_frags", q.elem, init.b.len() as u32 * WARP * 4);
+    /// The staging buffer for `init`, this lane's fragments as `load_queries_mma` loaded them.
+    fn declare(k: &mut KernelBuilder, head_dim: u32, init: MmaQuery) -> MmaRescore {
+        let elem = init.b[0][0].ty;
+        let frags = k.shared("q_frags", elem, init.b.len() as u32 * WARP * 4);
         MmaRescore {
-            warp: WarpMma::new(k, ds.head_dim),
+            warp: WarpMma::new(k, head_dim),
             frags,
             init,
         }
@@ -1099,11 +1094,7 @@ impl BoundCtx<'_> {
             let mq = m.query(k);
             let mut z = Vec::new();
             m.warp.row_dots(k, self.keys, &mq, group, row, true, |k, g, dot| {
-                let dot = match self.src.alibi_term(qr.alibi[g], t) {
-                    Some(a) => dot + a,
-                    None => dot,
-                };
-                z.push(k.let_("zr", select(active, dot, f32c(f64::NEG_INFINITY))));
+                z.push(entmax_score(k, &self.src, qr.alibi[g], dot, t, active));
             });
             return z;
         }
@@ -1145,13 +1136,7 @@ impl BoundCtx<'_> {
         let partial: Vec<(Reduce, Expr)> = dots.iter().map(|d| (Reduce::Sum, d.e())).collect();
         let tot = k.warp_allreduce_width(&partial, self.lanes.lanes);
         (0..group)
-            .map(|g| {
-                let z = match self.src.alibi_term(qr.alibi[g], t) {
-                    Some(a) => tot[g] + a,
-                    None => tot[g].e(),
-                };
-                k.let_("zr", select(active, z, f32c(f64::NEG_INFINITY)))
-            })
+            .map(|g| entmax_score(k, &self.src, qr.alibi[g], tot[g].e(), t, active))
             .collect()
     }
 

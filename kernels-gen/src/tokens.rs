@@ -591,7 +591,7 @@ pub fn chunk_offset(lanes: &Lanes, r: u32) -> Expr {
 
 /// A token's entmax-space score from its scaled dot product `dot` (q'·k): plus the ALiBi term
 /// `(α−1)·slope·(t − (len − 1))` when the head has a slope, −∞ when the token is not `valid`.
-fn entmax_score(
+pub(crate) fn entmax_score(
     k: &mut KernelBuilder,
     src: &TokenSource,
     slope: Option<Var>,
