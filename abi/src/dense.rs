@@ -365,8 +365,8 @@ impl DenseTile {
         };
         if grid_wide {
             // Rescoring on the tensor cores (`mma`) at one token a lane and no occupancy floor:
-            // the H200 tuner's best seeded tile at 32k and 1M and within 4% of it at 128k
-            // (225 / 414 / 1723 µs against 245 / 487 / 1743 for the best FMA tiles;
+            // the H200 tuner's best seeded tile at 32k and 1M and 4% behind it at 128k
+            // (225 / 414 / 1723 µs against 240 / 481 / 1743 for the best FMA tiles;
             // results/2026-12-05-certified-tc/3-tune-wide). Two tokens a lane spill the pruned
             // walk's kernel on the tensor cores (928 B, local ptxas 13).
             return DenseTile {
