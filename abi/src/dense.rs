@@ -129,6 +129,14 @@ pub fn page_lookahead_by_default(spec: &DecodeSpec, alibi: bool) -> bool {
 }
 
 impl DenseTile {
+    /// Whether a certified row of this tile can serve the page-pruned walk
+    /// (`DecodeKind::CertifiedSelected`): not when seeded, since the seed estimates a head's
+    /// threshold over its whole sequence and repairs on a full walk's splits. A seeded row's
+    /// module holds the full walk's kernels only.
+    pub fn serves_pruned_walk(&self) -> bool {
+        !self.seed
+    }
+
     pub fn default_for(spec: &DecodeSpec) -> DenseTile {
         if wide_row(spec) {
             return DenseTile::default_wide(spec);

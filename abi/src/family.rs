@@ -240,7 +240,8 @@ impl TileConfig {
     /// ([`crate::DenseTile::seed`]) is a full walk, not the page-pruned walk's
     /// (`crate::pipeline::decode_calls` refuses it there).
     pub fn serves(&self, selector: Option<Selector>) -> bool {
-        !(selector == Some(Selector::Pruned) && matches!(self, TileConfig::Dense(t) if t.seed))
+        !(selector == Some(Selector::Pruned)
+            && matches!(self, TileConfig::Dense(t) if !t.serves_pruned_walk()))
     }
 
     /// Entry names of `family` with this tile: its own pipeline's in launch order, then those
@@ -280,12 +281,10 @@ impl TileConfig {
             }
             (F::DecodeCertified, TileConfig::Dense(t)) => {
                 let (s, f) = certified_entry_names(spec, t);
-                let mut e = vec![
-                    s,
-                    f,
-                    certified_selected_entry(spec, t),
-                    certified_rest_entry(spec, t),
-                ];
+                let mut e = vec![s, f];
+                if t.serves_pruned_walk() {
+                    e.extend([certified_selected_entry(spec, t), certified_rest_entry(spec, t)]);
+                }
                 if t.seed {
                     // The estimate starts the shared bounds (no `certified_init`); launched
                     // around the pass, listed last.
@@ -475,6 +474,8 @@ mod tests {
             ["certified_seed_scores", "certified_seed", "certified_verify"]
         );
         assert!(e.iter().all(|e| e.ends_with("_h_seed")), "{e:?}");
+        // The pass, its finish and the seed's three: no page-pruned walk's passes.
+        assert_eq!(e.len(), 5, "{e:?}");
         assert!(tile.serves(None) && !tile.serves(Some(Selector::Pruned)));
         assert!(f.default_tile(&s4).serves(Some(Selector::Pruned)));
 

@@ -232,7 +232,7 @@ pub fn decode_calls(
     let segments = segments_per_split(kind, spec, tile);
     let plan = split_plan_segmented(tile, &dshape, sm_count, kind.split_policy(), segments)?;
     let ws = dense_workspace_segmented(ds, &dshape, &plan, segments);
-    if tile.seed && kind == DecodeKind::CertifiedSelected {
+    if kind == DecodeKind::CertifiedSelected && !tile.serves_pruned_walk() {
         return Err(SpecError::BadTile {
             kernel: "decode_certified",
             reason:

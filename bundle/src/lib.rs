@@ -36,15 +36,22 @@ pub use writer::{BundleMeta, BundleWriter};
 /// tiles' optional `lookahead` (pages looked up a chunk ahead; same entries and arguments) and
 /// default rows of the page-pruned walk beside a seeded certified default (a schema-8 reader
 /// refuses a default row with a selector), 10 certified rows with `mma` (rescoring on the
-/// tensor cores; same entries and arguments; a schema-9 reader refuses the tile).
-pub const SCHEMA_VERSION: u32 = 10;
+/// tensor cores; same entries and arguments; a schema-9 reader refuses the tile), 11 seeded
+/// certified rows without the page-pruned walk's entries (`select_certified_sel`, `_rest`:
+/// a seeded tile never serves that walk; a schema-10 reader would call the shorter list
+/// corrupt).
+pub const SCHEMA_VERSION: u32 = 11;
+
+/// The first schema whose seeded certified rows list (and whose modules hold) the full walk's
+/// entries only; older seeded rows also list the page-pruned walk's, which are never launched.
+pub const SEEDED_FULL_WALK_ONLY_SCHEMA: u32 = 11;
 
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild. Schemas 6 to 9 differ from 10 only by the absent `mma`,
-/// `seed` and `lookahead` (false) and by never rescoring on the tensor cores: their kernels are
-/// today's.
+/// refused with a request to rebuild. Schemas 6 to 10 differ from 11 only by the absent `mma`,
+/// `seed` and `lookahead` (false), by never rescoring on the tensor cores and by the seeded
+/// rows' two extra entries: their kernels are today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

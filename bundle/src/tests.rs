@@ -293,14 +293,14 @@ fn other_schema_versions_are_refused() {
             matches!(
                 e,
                 BundleError::Schema {
-                    found: 11,
-                    supported: 10
+                    found: 12,
+                    supported: 11
                 }
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 11") && e.to_string().contains("versions 6–10"),
+            e.to_string().contains("schema version 12") && e.to_string().contains("versions 6–11"),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -309,14 +309,14 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 12, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 13, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
         BundleError::Schema {
-            found: 12,
-            supported: 10
+            found: 13,
+            supported: 11
         }
     ));
     // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
@@ -383,7 +383,17 @@ fn certified_rows_may_share_bounds_or_serve_the_pruned_walk() {
         let t = TempDir::new("seeded");
         build_with(Some(seeded)).write_dir(&t.0).unwrap();
         let b = Bundle::open(&t.0).unwrap();
-        assert_eq!(b.resolve(f, &s4, 1000, None).unwrap().row.tile, tile);
+        let full = b.resolve(f, &s4, 1000, None).unwrap().row;
+        assert_eq!(full.tile, tile);
+        // Its entries are the full walk's only (schema 11).
+        assert!(
+            !full
+                .entries
+                .iter()
+                .any(|e| e.starts_with("select_certified_sel") || e.starts_with("select_certified_rest")),
+            "{:?}",
+            full.entries
+        );
         let pruned = b.resolve(f, &s4, 1000, Some(Selector::Pruned)).unwrap();
         assert_eq!(pruned.tier, Tier::Default);
         assert_ne!(pruned.row.tile, tile);
@@ -493,6 +503,80 @@ fn lookahead_rows_and_schema_8() {
     assert_eq!(Bundle::open(&t8.0).unwrap().manifest().schema_version, 8);
 }
 
+/// Before schema 11 a seeded certified row also listed the page-pruned walk's passes
+/// (`select_certified_sel`, `select_certified_rest`, after the pass and its finish): such a
+/// bundle still opens; the same row in a schema-11 manifest is corrupt, and so is the shorter
+/// list in an older one.
+#[test]
+fn seeded_rows_before_schema_11_list_the_pruned_walk() {
+    let f = KernelFamily::DecodeCertified;
+    let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let TileConfig::Dense(def) = f.default_tile(&s4) else {
+        unreachable!()
+    };
+    let seeded = DenseTile {
+        share_bound: true,
+        seed: true,
+        ..def
+    };
+    let tile = TileConfig::Dense(seeded);
+    let entries = tile.entries(f, &s4).unwrap();
+    let mut legacy = entries.clone();
+    legacy.splice(
+        2..2,
+        [
+            entkv_abi::pipeline::certified_selected_entry(&s4, &seeded),
+            entkv_abi::pipeline::certified_rest_entry(&s4, &seeded),
+        ],
+    );
+    // A module that holds the legacy entries, as an older writer compiled it.
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s4);
+    add_default_rows(&mut w, &s4, &[]);
+    let module = format!("{}__{}__{}.ptx", f.name(), s4.sketch_tag(), tile.tag());
+    w.add_module(&module, fake_ptx(&legacy), legacy.clone()).unwrap();
+    w.add_row(TableRow {
+        tile,
+        module,
+        entries,
+        ..tuned_row(f, &s4, 1, 1 << 20, 1.0)
+    });
+    let b = w.finish().unwrap();
+    let open = |schema: u32, row_entries: &[String]| {
+        let t = TempDir::new("seeded_legacy");
+        b.write_dir(&t.0).unwrap();
+        edit_manifest(&t.0, |m| {
+            m.schema_version = schema;
+            let row = m.table.iter_mut().find(|r| r.tile == tile).unwrap();
+            row.entries = row_entries.to_vec();
+        });
+        Bundle::open(&t.0).map(|b| b.manifest().schema_version)
+    };
+    assert_eq!(
+        open(SCHEMA_VERSION, &b_entries(&b, tile)).unwrap(),
+        SCHEMA_VERSION
+    );
+    assert_eq!(open(10, &legacy).unwrap(), 10);
+    for (schema, list) in [(SCHEMA_VERSION, &legacy), (10, &b_entries(&b, tile))] {
+        let e = open(schema, list).unwrap_err();
+        assert!(
+            matches!(&e, BundleError::Corrupt(m) if m.contains("are not the entries of tile")),
+            "schema {schema}: {e}"
+        );
+    }
+}
+
+/// The entries of `b`'s row with `tile`.
+fn b_entries(b: &Bundle, tile: TileConfig) -> Vec<String> {
+    b.manifest()
+        .table
+        .iter()
+        .find(|r| r.tile == tile)
+        .unwrap()
+        .entries
+        .clone()
+}
+
 /// A certified row rescoring on the tensor cores (schema 10, 4-bit sketches) round trips; a
 /// schema-9 bundle still opens.
 #[test]
@@ -511,7 +595,7 @@ fn certified_tensor_core_rows_and_schema_9() {
     let t = TempDir::new("certified_tc");
     w.finish().unwrap().write_dir(&t.0).unwrap();
     let b = Bundle::open(&t.0).unwrap();
-    assert_eq!(b.manifest().schema_version, 10);
+    assert_eq!(b.manifest().schema_version, SCHEMA_VERSION);
     assert_eq!(b.resolve(f, &s, 1000, None).unwrap().row.tile, tile);
     let t9 = TempDir::new("schema9");
     bundle().write_dir(&t9.0).unwrap();

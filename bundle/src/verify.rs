@@ -3,10 +3,12 @@
 
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
-    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION,
+    RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SEEDED_FULL_WALK_ONLY_SCHEMA,
 };
+use entkv_abi::pipeline::{certified_rest_entry, certified_selected_entry};
 use entkv_abi::{
-    check_group, check_head_dim, check_page_size, Alpha, PagedSpec, Selector, SUPPORTED_SKETCH_BITS,
+    check_group, check_head_dim, check_page_size, Alpha, KernelFamily, PagedSpec, Selector, TileConfig,
+    SUPPORTED_SKETCH_BITS,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -229,7 +231,8 @@ pub(crate) fn check_consistency(
                 row.family, row.spec, row.bucket
             )
         };
-        check_row(row, &specs, &artifacts).or_else(|e| corrupt(format!("{}: {e}", at())))?;
+        check_row(row, manifest.schema_version, &specs, &artifacts)
+            .or_else(|e| corrupt(format!("{}: {e}", at())))?;
         let g = groups.entry((row.family, row.spec.as_str())).or_default();
         match (row.source, row.bucket) {
             (RowSource::Default, Bucket::Any) => g.0.push(row),
@@ -313,6 +316,7 @@ fn check_spec(s: &PagedSpec) -> Result<(), String> {
 
 fn check_row(
     row: &TableRow,
+    schema_version: u32,
     specs: &BTreeMap<String, &PagedSpec>,
     artifacts: &BTreeMap<&str, BTreeSet<&str>>,
 ) -> Result<(), String> {
@@ -322,10 +326,18 @@ fn check_row(
     let module = artifacts
         .get(row.module.as_str())
         .ok_or_else(|| format!("module `{}` is not among the manifest's artifacts", row.module))?;
-    let expected = row
+    let mut expected = row
         .tile
         .entries(row.family, spec)
         .map_err(|e| format!("tile {} does not fit: {e}", row.tile.tag()))?;
+    if let (KernelFamily::DecodeCertified, TileConfig::Dense(t)) = (row.family, &row.tile) {
+        if schema_version < SEEDED_FULL_WALK_ONLY_SCHEMA && !t.serves_pruned_walk() {
+            // Older writers listed (and compiled) the page-pruned walk's passes of a seeded
+            // tile too, after the pass and its finish; they are never launched.
+            let pruned = [certified_selected_entry(spec, t), certified_rest_entry(spec, t)];
+            expected.splice(2..2, pruned);
+        }
+    }
     if row.entries != expected {
         return Err(format!(
             "entries {:?} are not the entries of tile {}, {expected:?}",

@@ -124,6 +124,18 @@ pub fn rest_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, 
     score_pass(spec, tile, Walk::Rest, refines(spec))
 }
 
+/// The page-pruned walk's score passes ([`selected_select_kernel`], [`rest_select_kernel`]) of a
+/// tile that serves that walk (`DenseTile::serves_pruned_walk`), none for one that does not.
+pub fn pruned_walk_kernels(spec: &PagedSpec, tile: &DenseTile) -> Result<Vec<Kernel>, KernelGenError> {
+    if !tile.serves_pruned_walk() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![
+        selected_select_kernel(spec, tile)?,
+        rest_select_kernel(spec, tile)?,
+    ])
+}
+
 /// Which tokens a certified score pass walks. After page pruning both [`Walk::Selected`] and
 /// [`Walk::Rest`] run, each on the (sequence, KV head) pairs the other skips: where the pruning
 /// kept more than 3/4 of the pages, the full walk (four CTAs per SM, no selection lookups;

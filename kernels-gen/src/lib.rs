@@ -102,11 +102,8 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
     } else {
         vec![full, pruned]
     } {
-        select.extend([
-            certified::select_kernel(spec, &cert)?,
-            certified::selected_select_kernel(spec, &cert)?,
-            certified::rest_select_kernel(spec, &cert)?,
-        ]);
+        select.push(certified::select_kernel(spec, &cert)?);
+        select.extend(certified::pruned_walk_kernels(spec, &cert)?);
         select.extend(certified::tile_extra_kernels(spec, &cert)?);
         decode.push(certified::decode_kernel(spec, &cert)?);
     }
@@ -179,9 +176,8 @@ pub fn family_kernels(
             let mut kernels = vec![
                 certified::select_kernel(spec, t)?,
                 certified::decode_kernel(spec, t)?,
-                certified::selected_select_kernel(spec, t)?,
-                certified::rest_select_kernel(spec, t)?,
             ];
+            kernels.extend(certified::pruned_walk_kernels(spec, t)?);
             kernels.extend(certified::tile_extra_kernels(spec, t)?);
             kernels
         }

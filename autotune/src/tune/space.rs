@@ -211,7 +211,8 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                 // And rescoring on the tensor cores, on each of these with one lane a token (the
                 // invalid ones are filtered with the rest), and on the default and its seeded
                 // twin at one token a lane: at `wide` two tokens a lane spill the pruned walk's
-                // kernel on the tensor cores, one does not (results/2026-12-05-certified-tc).
+                // kernel on the tensor cores, one does not (results/2026-12-05-certified-tc);
+                // a seeded tile has no pruned walk's kernels, so its two-token twin is timed.
                 let one_token = [def, flip_seed(def)].map(|t| DenseTile {
                     tokens_per_group: 1,
                     ..t
