@@ -372,13 +372,15 @@ impl DenseTile {
             ..tile
         };
         if grid_wide {
-            // Rescoring on the tensor cores (`mma`) at one token a lane and no occupancy floor:
-            // the H200 tuner's best seeded tile at 32k and 1M and 4% behind it at 128k
-            // (225 / 414 / 1723 µs against 240 / 481 / 1743 for the best FMA tiles;
-            // results/2026-12-05-certified-tc/3-tune-wide). Two tokens a lane spill the pruned
-            // walk's kernel on the tensor cores (928 B, local ptxas 13).
+            // Rescoring on the tensor cores (`mma`) and no occupancy floor: at one token a lane
+            // the H200 tuner's best seeded tile at 32k and 1M (225 / 414 / 1723 µs against 240 /
+            // 481 / 1743 for the best FMA tiles; results/2026-12-05-certified-tc/3-tune-wide).
+            // Two tokens a lane (the tile above) beat one at every length once a seeded tile no
+            // longer carried the pruned walk's kernels, whose tensor-core pass spills at two:
+            // 196.5 / 406.1 / 1667 µs against 229.5 / 440.2 / 1770 in one H100 tuner run
+            // (results/2026-12-05-refresh/2-bench). The pruned walk keeps one token a lane
+            // ([`DenseTile::default_certified_pruned`]).
             return DenseTile {
-                tokens_per_group: 1,
                 score_min_blocks: 0,
                 mma: true,
                 ..tile
@@ -402,11 +404,14 @@ impl DenseTile {
 
     /// The page-pruned certified walk's default: [`DenseTile::default_certified`] unseeded (a
     /// seeded pass estimates its heads' thresholds over the whole sequence and repairs on its
-    /// own splits: a full walk's).
+    /// own splits: a full walk's), at one token a lane where it rescores on the tensor cores
+    /// (`wide`: two tokens a lane spill the selected walk's pass there, 480 B, local ptxas 13).
     pub fn default_certified_pruned(paged: &PagedSpec) -> DenseTile {
+        let full = DenseTile::default_certified(paged);
         DenseTile {
             seed: false,
-            ..DenseTile::default_certified(paged)
+            tokens_per_group: if full.mma { 1 } else { full.tokens_per_group },
+            ..full
         }
     }
 

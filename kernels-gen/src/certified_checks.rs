@@ -612,8 +612,10 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     v
 }
 
-/// BENCH.md's `wide` spec over 4-bit sketches (its shipped default: one lane a token, seeded
-/// shared bounds) on a small tile, with and without rescoring on the tensor cores. Interpreter
+/// BENCH.md's `wide` spec over 4-bit sketches (its shipped default: one lane a token, two tokens
+/// a lane, seeded shared bounds, rescoring on the tensor cores) on a small tile; the same
+/// rescoring with FMAs and at one token a lane; and the page-pruned walk at its default's shape
+/// (unseeded, one token a lane, on the tensor cores). Interpreter
 /// only (`kernels-gen/tests/certified.rs`): the suite's checks rerun the pass without rescoring
 /// to check its bounds, and that never-shipped pass needs more than 255 registers at d = 128,
 /// G = 4 (it scores the last page exactly: ~7 KB spilled, local ptxas 13), which the GPU suite
@@ -635,15 +637,28 @@ pub fn wide_4bit_checks() -> Vec<CertifiedCheck> {
         finish_capacity: 64,
         ..DenseTile::default_certified(&case.spec)
     };
-    [small, DenseTile { mma: true, ..small }]
-        .into_iter()
-        .map(|tile| CertifiedCheck {
-            case: case.clone(),
-            tile,
-            sm_count: 1,
-            pruned: false,
-        })
-        .collect()
+    let one_token = DenseTile {
+        tokens_per_group: 1,
+        ..small
+    };
+    let pruned_default = DenseTile {
+        seed: false,
+        ..one_token
+    };
+    [
+        (small, false),
+        (DenseTile { mma: false, ..small }, false),
+        (one_token, false),
+        (pruned_default, true),
+    ]
+    .into_iter()
+    .map(|(tile, pruned)| CertifiedCheck {
+        case: case.clone(),
+        tile,
+        sm_count: 1,
+        pruned,
+    })
+    .collect()
 }
 
 /// The seeded pass on keys whose samples overstate the scores ([`KeyData::SeedDecoy`]): the

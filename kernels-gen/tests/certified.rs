@@ -11,7 +11,8 @@ fn certified_decode_is_exact() {
     assert!(failed.is_empty(), "failed: {failed:#?}");
 }
 
-/// `wide` over 4-bit sketches, seeded, rescoring with FMAs and on the tensor cores.
+/// `wide` over 4-bit sketches, seeded, rescoring with FMAs and on the tensor cores, at one and
+/// two tokens a lane; its page-pruned walk's default shape.
 #[test]
 fn certified_wide_4bit_is_exact() {
     let checks: Vec<Box<dyn KernelCheck>> = wide_4bit_checks()
