@@ -100,12 +100,14 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
         let mut failures = Vec::new();
         for spec in mine {
             // The default's shape alone, with shared bounds, and seeded (the default is one of
-            // them: `wide`'s is seeded).
+            // them: `wide`'s is seeded). Unseeded tiles serve the page-pruned walk too, so they
+            // take its default's shape (`wide`: one token a lane, where two spill its pass).
             let def = DenseTile::default_certified(spec);
+            let pruned = DenseTile::default_certified_pruned(spec);
             let tiles = [(false, false), (true, false), (true, true)].map(|(share_bound, seed)| DenseTile {
                 share_bound,
                 seed,
-                ..def
+                ..if seed { def } else { pruned }
             });
             for tile in tiles {
                 let tile = TileConfig::Dense(tile);
