@@ -377,7 +377,7 @@ impl DenseTile {
             // 481 / 1743 for the best FMA tiles; results/2026-12-05-certified-tc/3-tune-wide).
             // Two tokens a lane (the tile above) beat one at every length once a seeded tile no
             // longer carried the pruned walk's kernels, whose tensor-core pass spills at two:
-            // 196.5 / 406.1 / 1667 µs against 229.5 / 440.2 / 1770 in one H100 tuner run
+            // 196.5 / 406.1 / 1667 µs against 229.7 / 440.2 / 1770 in one H100 tuner run
             // (results/2026-12-05-refresh/2-bench). The pruned walk keeps one token a lane
             // ([`DenseTile::default_certified_pruned`]).
             return DenseTile {
