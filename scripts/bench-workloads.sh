@@ -6,10 +6,13 @@
 # shapes (sdpa-<w>.json). Each phase is killed past its limit (≤ 365 s in all) and its wall time
 # goes to OUT/phases.txt. The binaries come from $BIN (default .gpu; scripts/build-gpu-bins.sh).
 #
-#   scripts/bench-workloads.sh OUT
+#   scripts/bench-workloads.sh OUT [WORKLOAD...]     (default: gqa wide)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: scripts/bench-workloads.sh OUT}
+OUT=${1:?usage: scripts/bench-workloads.sh OUT [gqa] [wide]}
+shift
+WORKLOADS=(gqa wide)
+[ $# -eq 0 ] || WORKLOADS=("$@")
 BIN=${BIN:-.gpu}
 mkdir -p "$OUT"
 status=0
@@ -21,7 +24,8 @@ phase() {
   [ $rc -eq 0 ] || status=1
   echo "$name: $((SECONDS - t)) s exit $rc" >>"$OUT/phases.txt"
 }
-for w in gqa wide; do
+for w in "${WORKLOADS[@]}"; do
+  case $w in gqa | wide) ;; *) echo "unknown workload $w (gqa, wide)" >&2; exit 2 ;; esac
   # A JIT cache of each workload's own: the tuner's worker processes fill it.
   export CUDA_CACHE_PATH=/tmp/jc-$w CUDA_CACHE_MAXSIZE=4294967296
   if [ $w = gqa ]; then
