@@ -630,26 +630,26 @@ pub fn wide_4bit_checks() -> Vec<CertifiedCheck> {
         data: KeyData::Normal,
         spare_pages: 2,
     };
-    let small = DenseTile {
+    // A default tile's shape on small CTAs (several chunks and splits on the one-SM GPU).
+    let small_of = |t: DenseTile| DenseTile {
         threads: 64,
         score_min_blocks: 1,
         finish_threads: 64,
         finish_capacity: 64,
-        ..DenseTile::default_certified(&case.spec)
+        ..t
     };
-    let one_token = DenseTile {
-        tokens_per_group: 1,
-        ..small
-    };
-    let pruned_default = DenseTile {
-        seed: false,
-        ..one_token
-    };
+    let small = small_of(DenseTile::default_certified(&case.spec));
     [
         (small, false),
         (DenseTile { mma: false, ..small }, false),
-        (one_token, false),
-        (pruned_default, true),
+        (
+            DenseTile {
+                tokens_per_group: 1,
+                ..small
+            },
+            false,
+        ),
+        (small_of(DenseTile::default_certified_pruned(&case.spec)), true),
     ]
     .into_iter()
     .map(|(tile, pruned)| CertifiedCheck {
