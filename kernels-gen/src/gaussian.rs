@@ -101,11 +101,20 @@ pub fn moments_kernel(spec: &PagedSpec, tile: &MomentsTile) -> Result<Kernel, Ke
     let tile_pages = tile.tile_pages() as i32;
     let red = k.shared("red", Scalar::F32, tile.threads / WARP * 5 * group);
 
-    let tile_ix = k.let_("tile", k.block_idx(Axis::X).i32());
-    let kvh = k.let_("kvh", k.block_idx(Axis::Y));
-    let b = k.let_("b", k.block_idx(Axis::Z));
+    // The grid is (tiles, kv heads, batch), but CTAs take (tile, kv head) pairs KV head
+    // fastest, so CTAs launched together read the same pages' block-table entries and the
+    // neighbouring metadata rows of every head (as the box pass does with heads on grid x).
+    // A remap, not another grid: the launch geometry, and bundles built before, stay as they are.
     let tiles = k.let_("tiles", k.grid_dim(Axis::X));
     let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
+    // 64-bit: tiles × kv heads may pass 2^32.
+    let linear = k.let_(
+        "linear",
+        k.block_idx(Axis::X).i64() + k.block_idx(Axis::Y).i64() * tiles.i64(),
+    );
+    let tile_ix = k.let_("tile", (linear / kv_heads.i64()).i32());
+    let kvh = k.let_("kvh", (linear % kv_heads.i64()).u32());
+    let b = k.let_("b", k.block_idx(Axis::Z));
     let q_heads = k.let_("q_heads", kv_heads * group);
     let tid = k.let_("tid", k.thread_idx());
     let sub = k.let_("sub", tid % lanes);
