@@ -38,16 +38,15 @@ export ENTKV_COMMIT=${ENTKV_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || 
 # One JIT cache for both bench processes: the second loads the bundle's modules from it.
 export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$(mktemp -d)} CUDA_CACHE_MAXSIZE=4294967296
 status=0
-# phase LIMIT NAME LOG CMD...: run CMD with stdout+stderr to WORK/LOG, killed after LIMIT s (so a
-# hang cannot keep the results from being packed), and record its wall time.
+source scripts/phase.sh
+# phase LIMIT NAME LOG CMD...: CMD's output to WORK/LOG (scripts/phase.sh), then its wall time
+# and the log's tail printed.
 phase() {
-  local limit=$1 name=$2 log=$3 t=$SECONDS rc
+  local limit=$1 name=$2 log=$3
   shift 3
   echo "== $name"
-  timeout -k 5 "$limit" "$@" >"$WORK/$log" 2>&1
-  rc=$?
-  [ $rc -eq 0 ] || status=1
-  echo "$name: $((SECONDS - t)) s, exit $rc" | tee -a "$WORK/phases.txt"
+  run_phase "$WORK" "$log" "$name" "$limit" "$@" || status=1
+  tail -n 1 "$WORK/phases.txt"
   tail -n 25 "$WORK/$log"
 }
 
@@ -105,7 +104,7 @@ else
   status=1
 fi
 
-echo "total: $SECONDS s, exit $status" | tee -a "$WORK/phases.txt"
+echo "total: $SECONDS s exit $status" | tee -a "$WORK/phases.txt"
 tar czf "$OUT/bench.tgz" -C "$WORK" .
 tar tzvf "$OUT/bench.tgz"
 exit $status

@@ -16,13 +16,12 @@ WORKLOADS=(gqa wide)
 BIN=${BIN:-.gpu}
 mkdir -p "$OUT"
 status=0
+source scripts/phase.sh
+# phase NAME LIMIT CMD...: CMD's output to OUT/NAME.log (scripts/phase.sh).
 phase() {
-  local name=$1 limit=$2 t=$SECONDS rc
-  shift 2
-  timeout -k 5 "$limit" "$@" >"$OUT/$name.log" 2>&1
-  rc=$?
-  [ $rc -eq 0 ] || status=1
-  echo "$name: $((SECONDS - t)) s exit $rc" >>"$OUT/phases.txt"
+  local name=$1
+  shift
+  run_phase "$OUT" "$name.log" "$name" "$@" || status=1
 }
 for w in "${WORKLOADS[@]}"; do
   case $w in gqa | wide) ;; *) echo "unknown workload $w (gqa, wide)" >&2; exit 2 ;; esac

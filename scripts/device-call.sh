@@ -23,10 +23,9 @@ trap device_call_finish EXIT
   echo "commit $ENTKV_COMMIT"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 } >"$W/nvidia-smi.txt"
+source "$(dirname "${BASH_SOURCE[0]}")/phase.sh"
 ph() {
-  local name=$1 limit=$2 t=$SECONDS rc
-  shift 2
-  timeout -k 5 "$limit" "$@" >"$W/$name.log" 2>&1
-  rc=$?
-  echo "$name: $((SECONDS - t)) s exit $rc" >>"$W/phases.txt"
+  local name=$1
+  shift
+  run_phase "$W" "$name.log" "$name" "$@"
 }
