@@ -465,6 +465,14 @@ pub fn check_gaussian_shape(spec: &PagedSpec, shape: &PagedShape) -> Result<(), 
             shape.max_pages
         )));
     }
+    // `page_score_moments` numbers its (page tile, KV head) blocks in 32 bits, and a tile holds
+    // at least one page.
+    if shape.max_pages as u64 * shape.kv_heads as u64 >= 1 << 32 {
+        return Err(SpecError::BadShape(format!(
+            "max_pages × kv_heads = {} × {} must be < 2^32 for the Gaussian selector",
+            shape.max_pages, shape.kv_heads
+        )));
+    }
     let _ = shape.q_heads(spec);
     Ok(())
 }
@@ -741,5 +749,19 @@ mod tests {
             max_pages: 1,
         };
         assert!(check_gaussian_shape(&s, &shape).is_err());
+        // The moments pass's 32-bit block numbering: max_pages × kv_heads < 2^32.
+        let wide = PagedShape {
+            batch: 1,
+            kv_heads: 1 << 8,
+            num_pages: 1,
+            max_pages: (1 << 24) - 1,
+        };
+        check_gaussian_shape(&s, &wide).unwrap();
+        let over = PagedShape {
+            max_pages: 1 << 24,
+            ..wide
+        };
+        let e = check_gaussian_shape(&s, &over).unwrap_err().to_string();
+        assert!(e.contains("max_pages × kv_heads"), "{e}");
     }
 }

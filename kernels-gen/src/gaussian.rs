@@ -107,13 +107,11 @@ pub fn moments_kernel(spec: &PagedSpec, tile: &MomentsTile) -> Result<Kernel, Ke
     // A remap, not another grid: the launch geometry, and bundles built before, stay as they are.
     let tiles = k.let_("tiles", k.grid_dim(Axis::X));
     let kv_heads = k.let_("kv_heads", k.grid_dim(Axis::Y));
-    // 64-bit: tiles × kv heads may pass 2^32.
-    let linear = k.let_(
-        "linear",
-        k.block_idx(Axis::X).i64() + k.block_idx(Axis::Y).i64() * tiles.i64(),
-    );
-    let tile_ix = k.let_("tile", (linear / kv_heads.i64()).i32());
-    let kvh = k.let_("kvh", (linear % kv_heads.i64()).u32());
+    // 32-bit (`check_gaussian_shape` keeps max_pages × kv heads below 2^32; a 64-bit division
+    // is a ptxas subroutine with a stack frame).
+    let linear = k.let_("linear", k.block_idx(Axis::X) + k.block_idx(Axis::Y) * tiles);
+    let tile_ix = k.let_("tile", (linear / kv_heads).i32());
+    let kvh = k.let_("kvh", linear % kv_heads);
     let b = k.let_("b", k.block_idx(Axis::Z));
     let q_heads = k.let_("q_heads", kv_heads * group);
     let tid = k.let_("tid", k.thread_idx());
