@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch SDPA dense softmax decode on the same shapes as entkv's GPU checks (the
 FlashDecoding-style baseline of ../shared/BENCH.md). One query per head, fp16, CUDA events,
-warm-up, median/min/p90; K/V rotated through copies when one would fit in L2 (as `entkv bench`
+warm-up, a busy kernel queued before each start event (--idle-start: none), median/min/p90; K/V rotated through copies when one would fit in L2 (as `entkv bench`
 does: more than 4 x L2 in all, 1 to 16 copies). Writes JSON records in the same schema as
 entkv's TimingRecord."""
 import argparse, datetime, json, os, subprocess
@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 CEILING = 4.28e12  # measured H200 copy rate, bytes/s
+LEAD_CYCLES = 400_000  # a busy kernel before each start event, ~200 us at ~2 GHz
 
 def main():
     ap = argparse.ArgumentParser()
@@ -22,6 +23,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--workload", default="paper")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--idle-start", action="store_true",
+                    help="start each timed run on an idle stream (before 2026-12-06: the time then "
+                         "includes the host's latency of dispatching SDPA)")
     a = ap.parse_args()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -49,6 +53,10 @@ def main():
         times = []
         for i in range(a.iters):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if not a.idle_start:
+                # As `entkv bench` does: the GPU is busy (~200 us) when the start event is
+                # queued, so SDPA's kernels are queued before its clock starts.
+                torch.cuda._sleep(LEAD_CYCLES)
             s.record(); run(a.warmup + i); e.record(); e.synchronize()
             times.append(s.elapsed_time(e))
         times.sort()

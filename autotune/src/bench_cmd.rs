@@ -18,10 +18,10 @@ use clap::Args;
 use entkv_abi::{DType, KernelFamily, PagedSpec};
 use entkv_bundle::Bundle;
 use entkv_runtime::engine::{BoundCall, Decoder, Method, ModuleCache, Problem, StepPlan};
-use entkv_runtime::{gpu_unavailable_reason, Gpu, GpuTimer};
+use entkv_runtime::{gpu_unavailable_reason, Gpu};
 use serde::Serialize;
 
-use crate::device::{FunctionCache, Kernels};
+use crate::device::{FunctionCache, Kernels, StepTimer};
 use crate::engine_bench::{rotation_copies, EngineCache, Session, SoftmaxTopk, StepTraffic};
 use crate::paper::DeviceKeys;
 use crate::record::{records_table, step_bytes, summarize, Environment, StepSizes, TimingRecord};
@@ -74,6 +74,12 @@ pub struct BenchArgs {
     /// Untimed runs per variant first.
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
+    /// Start each timed step on an idle stream (the method before 2026-12-06: the step's time
+    /// then includes the host's latency of launching its first kernel). By default a short
+    /// busy kernel runs just before each start event, so the step's launches are queued when
+    /// its clock starts, as in an engine whose step follows other GPU work.
+    #[arg(long)]
+    pub idle_start: bool,
     /// Write the results as JSON here.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -543,7 +549,11 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
     let mut kernels = Kernels::new(&gpu);
     // The softmax baseline's decode kernels, generated on first use.
     let mut functions = FunctionCache::new(&gpu);
-    let mut timer = GpuTimer::new(&gpu)?;
+    let mut timer = if args.idle_start {
+        StepTimer::idle(&gpu)?
+    } else {
+        StepTimer::new(&gpu)?
+    };
     let mut rows = Vec::new();
     let mut records = Vec::new();
     let elapsed = || format!("[{:7.1} s]", t0.elapsed().as_secs_f64());

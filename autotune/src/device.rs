@@ -248,6 +248,57 @@ pub fn device_fill(
     Ok(())
 }
 
+/// How every timed region of `bench`, `bench-paper`, `gpu-check` and the tuner is measured:
+/// CUDA events around the region's launches, with the stream kept busy up to the start event
+/// by `entkv_kernels::lead` (so the region's first kernel is queued before its clock starts,
+/// as in an engine whose step follows other GPU work); `StepTimer::idle` leaves the stream
+/// idle instead, as before 2026-12-06, and the region's time then includes the host's latency
+/// of launching its first kernel.
+pub struct StepTimer {
+    timer: GpuTimer,
+    lead: Option<(Function, DeviceBuffer<u32>)>,
+}
+
+impl StepTimer {
+    /// Compiles and loads the lead kernel (once per timer).
+    pub fn new(gpu: &Gpu) -> Result<StepTimer> {
+        let k = entkv_kernels::lead::lead_kernel()?;
+        let compiled = compile_module(&k.name, &[&k], &Target::default())?;
+        let f = gpu.load_module(&compiled.ptx)?.function(&k.name)?;
+        Ok(StepTimer {
+            timer: GpuTimer::new(gpu)?,
+            lead: Some((f, DeviceBuffer::alloc_zeros(gpu, 1)?)),
+        })
+    }
+
+    /// A timer whose regions start on an idle stream.
+    pub fn idle(gpu: &Gpu) -> Result<StepTimer> {
+        Ok(StepTimer {
+            timer: GpuTimer::new(gpu)?,
+            lead: None,
+        })
+    }
+
+    /// CUDA-event time (ms) of what `region` queues on `stream`, the Gpu's own stream.
+    pub fn time(&mut self, stream: RawStream, region: impl FnOnce() -> Result<()>) -> Result<f64> {
+        if let Some((f, out)) = &self.lead {
+            let args = [
+                out.arg(),
+                KernelArg::I32(entkv_kernels::lead::LEAD_ROUNDS),
+                KernelArg::U32(0x5eed),
+            ];
+            // SAFETY: `out` is a live one-element u32 buffer, the kernel's only buffer.
+            unsafe { launch(f, &LaunchGeometry::linear(1, 32), stream, &args)? };
+        }
+        // SAFETY: the caller passes the Gpu's own live stream.
+        unsafe { self.timer.record_start(stream)? };
+        region()?;
+        // SAFETY: as above.
+        unsafe { self.timer.record_end(stream)? };
+        Ok(self.timer.elapsed_ms()? as f64)
+    }
+}
+
 /// CUDA-event times (ms) of `iters` runs of `f` on the Gpu's stream, after `warmup` runs.
 pub fn time_ms(
     gpu: &Gpu,
@@ -259,14 +310,10 @@ pub fn time_ms(
     for _ in 0..warmup {
         f(stream)?;
     }
-    let mut timer = GpuTimer::new(gpu)?;
+    let mut timer = StepTimer::new(gpu)?;
     let mut times = Vec::with_capacity(iters);
     for _ in 0..iters {
-        // SAFETY: `stream` is the Gpu's own live stream.
-        unsafe { timer.record_start(stream)? };
-        f(stream)?;
-        unsafe { timer.record_end(stream)? };
-        times.push(timer.elapsed_ms()? as f64);
+        times.push(timer.time(stream, || f(stream))?);
     }
     Ok(times)
 }

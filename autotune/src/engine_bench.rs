@@ -13,9 +13,9 @@ use entkv_kernels::pipelines::{softmax_topk_pipeline, Pipeline};
 use entkv_runtime::engine::{
     BoundCall, DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, Method, Problem, Step,
 };
-use entkv_runtime::{DeviceBuffer, Gpu, GpuTimer, RawStream};
+use entkv_runtime::{DeviceBuffer, Gpu, RawStream};
 
-use crate::device::{FunctionCache, Kernels};
+use crate::device::{FunctionCache, Kernels, StepTimer};
 use crate::paper::{DeviceKeys, PaperCache, Selection, SOFTMAX_REL_TOL};
 
 /// The workload's cache on the device plus the regions a decoder needs.
@@ -144,15 +144,11 @@ impl SoftmaxTopk {
         gpu: &Gpu,
         cache: &EngineCache,
         s: &Session,
-        timer: &mut GpuTimer,
+        timer: &mut StepTimer,
         select: bool,
     ) -> Result<f64> {
         let stream = gpu.stream_raw();
-        // SAFETY: the stream is the Gpu's own.
-        unsafe { timer.record_start(stream)? };
-        self.launch(fns, cache, s, stream, select)?;
-        unsafe { timer.record_end(stream)? };
-        Ok(timer.elapsed_ms()? as f64)
+        timer.time(stream, || self.launch(fns, cache, s, stream, select))
     }
 
     /// Run the whole step on a poisoned output and compare `samples` sampled heads with softmax
@@ -408,33 +404,25 @@ impl EngineCache {
         gpu: &Gpu,
         s: &Session,
         calls: &[BoundCall],
-        timer: &mut GpuTimer,
+        timer: &mut StepTimer,
     ) -> Result<f64> {
         let stream = gpu.stream_raw();
         let b = self.buffers(&s.workspace);
         // SAFETY: the stream is the Gpu's own; the buffers describe this cache's allocations;
         // the step ran once (`check` or `run`), so later stages read valid selections.
-        unsafe {
-            timer.record_start(stream)?;
-            s.decoder.launch_bound(s.step.plan(), calls, stream, &b)?;
-            timer.record_end(stream)?;
-        }
-        Ok(timer.elapsed_ms()? as f64)
+        timer.time(stream, || unsafe {
+            Ok(s.decoder.launch_bound(s.step.plan(), calls, stream, &b)?)
+        })
     }
 
     /// CUDA-event time (ms) of one whole step of `s`, launched as an engine launches it
     /// (`Decoder::run` with the functions the step looked up when it was planned).
-    pub fn time_step(&self, gpu: &Gpu, s: &Session, timer: &mut GpuTimer) -> Result<f64> {
+    pub fn time_step(&self, gpu: &Gpu, s: &Session, timer: &mut StepTimer) -> Result<f64> {
         let stream = gpu.stream_raw();
         let b = self.buffers(&s.workspace);
         // SAFETY: the stream is the Gpu's own; the buffers describe this cache's allocations
         // and the session's workspace.
-        unsafe {
-            timer.record_start(stream)?;
-            s.decoder.run(&s.step, stream, &b)?;
-            timer.record_end(stream)?;
-        }
-        Ok(timer.elapsed_ms()? as f64)
+        timer.time(stream, || unsafe { Ok(s.decoder.run(&s.step, stream, &b)?) })
     }
 }
 

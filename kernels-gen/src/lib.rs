@@ -16,6 +16,7 @@ pub mod entmax;
 pub mod fill;
 pub mod finish;
 pub mod gaussian;
+pub mod lead;
 pub mod normal;
 pub mod page_meta;
 pub mod paged_data;
