@@ -68,7 +68,8 @@ def main():
             workload=a.workload, method="softmax-sdpa", batch=a.batch, q_heads=a.heads,
             kv_heads=a.kv_heads, head_dim=a.head_dim, alpha=1.0, kv_dtype="f16", n=n,
             iters=a.iters, median_ms=med, min_ms=mn, p90_ms=p90, bytes=nbytes,
-            floor_ms=nbytes / CEILING * 1e3, x_floor=med / (nbytes / CEILING * 1e3), pages_kept=1.0))
+            floor_ms=nbytes / CEILING * 1e3, x_floor=med / (nbytes / CEILING * 1e3), pages_kept=1.0,
+            start="idle" if a.idle_start else "lead"))
         print(f"sdpa n={n}: median {med:.3f} ms  min {mn:.3f}  p90 {p90:.3f}  floor {nbytes/CEILING*1e3:.3f} ms"
               f"  ({copies} K/V copies)", flush=True)
         del q, k, kvs

@@ -69,6 +69,12 @@ pub struct TimingRecord {
     /// step (absent from records written before it was stored: those ran 4-bit sketches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sketch_bits: Option<u32>,
+    /// How each timed run began: `lead` (behind a busy kernel, so the region's launches were
+    /// queued when its clock started: `crate::device::StepTimer`) or `idle` (an idle stream: the
+    /// time includes the host's latency of launching the first kernel). Absent from records
+    /// written before it was stored (2026-12-06): those started idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
 }
 
 impl TimingRecord {
@@ -107,6 +113,7 @@ impl TimingRecord {
             x_floor: Some(median_ms / (bytes as f64 / ceiling_bytes_per_s * 1e3)),
             pages_kept: None,
             sketch_bits: None,
+            start: Some("lead".into()),
         }
     }
 }
