@@ -8,10 +8,10 @@ use crate::fill::{fmix32, fmix32_dsl};
 use crate::KernelGenError;
 use entkv_dsl::*;
 
-/// Hash rounds that keep an H100/H200 busy for about 100 µs (each round is a chain of dependent
-/// integer multiplies and shifts, ~20 cycles), several times what the host takes to queue a
-/// decode step's launches.
-pub const LEAD_ROUNDS: i32 = 10_000;
+/// Hash rounds that keep an H100/H200 busy for about 0.1 ms (each round is a chain of nine
+/// dependent integer operations, ~40 cycles; estimated from the PTX, not timed), several times
+/// what the host takes to queue a decode step's launches.
+pub const LEAD_ROUNDS: i32 = 5_000;
 
 /// `lead_spin(out: u32[1], rounds: i32, seed: u32)`, one thread: `out[0]` = [`lead_value`].
 pub fn lead_kernel() -> Result<Kernel, KernelGenError> {
