@@ -1,16 +1,19 @@
 //! `ENTKV_KERNEL_CODE`: a digest of the sources that decide what a kernel is, how it is
 //! compiled and how the tuner measures it (the DSL, the kernel generators, the ABI, codegen
-//! and the tuner's GPU backend). It keys the tuning records, so a tuning cache written by
-//! another build of the kernels, or timed another way, is never reused for this one.
+//! and the tuner's GPU backend with its timing: `StepTimer` and the timed launches). It keys the
+//! tuning records, so a tuning cache written by another build of the kernels, or timed another
+//! way, is never reused for this one.
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-const SOURCES: [&str; 5] = [
+const SOURCES: [&str; 7] = [
     "../dsl/src",
     "../kernels-gen/src",
     "../abi/src",
     "../codegen/src",
     "src/tune/gpu.rs",
+    "src/device.rs",
+    "src/engine_bench.rs",
 ];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
