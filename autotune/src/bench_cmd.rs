@@ -550,6 +550,7 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
     // The softmax baseline's decode kernels, generated on first use.
     let mut functions = FunctionCache::new(&gpu);
     let mut timer = if args.idle_start {
+        eprintln!("timing: each step starts on an idle stream (--idle-start)");
         StepTimer::idle(&gpu)?
     } else {
         StepTimer::new(&gpu)?
@@ -799,6 +800,8 @@ mod tests {
         let a = parse(&["--sweep", "--no-defaults", "--iters", "20"]).unwrap();
         assert_eq!(a.lengths(), SWEEP_N.to_vec());
         assert_eq!((a.samples(), a.no_defaults, a.iters), (1, true, 20));
+        assert!(!a.idle_start);
+        assert!(parse(&["--idle-start"]).unwrap().idle_start);
         assert_eq!(parse(&["--sweep", "--check-samples", "2"]).unwrap().samples(), 2);
         assert_eq!(parse(&["--n", "4096,8192"]).unwrap().lengths(), vec![4096, 8192]);
         assert!(parse(&["--sweep", "--n", "4096"]).is_err());

@@ -260,11 +260,20 @@ pub struct StepTimer {
 }
 
 impl StepTimer {
-    /// Compiles and loads the lead kernel (once per timer).
+    /// Loads the lead kernel (compiled once per process; `time_ms` makes a timer per call).
     pub fn new(gpu: &Gpu) -> Result<StepTimer> {
-        let k = entkv_kernels::lead::lead_kernel()?;
-        let compiled = compile_module(&k.name, &[&k], &Target::default())?;
-        let f = gpu.load_module(&compiled.ptx)?.function(&k.name)?;
+        static LEAD_PTX: std::sync::OnceLock<std::result::Result<(String, String), String>> =
+            std::sync::OnceLock::new();
+        let (name, ptx) = LEAD_PTX
+            .get_or_init(|| {
+                let k = entkv_kernels::lead::lead_kernel().map_err(|e| e.to_string())?;
+                let compiled =
+                    compile_module(&k.name, &[&k], &Target::default()).map_err(|e| e.to_string())?;
+                Ok((k.name.clone(), compiled.ptx))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("compiling the timing lead kernel: {e}"))?;
+        let f = gpu.load_module(ptx)?.function(name)?;
         Ok(StepTimer {
             timer: GpuTimer::new(gpu)?,
             lead: Some((f, DeviceBuffer::alloc_zeros(gpu, 1)?)),
