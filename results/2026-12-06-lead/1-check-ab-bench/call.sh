@@ -1,4 +1,4 @@
-# Device call: 048bf7b (`s`: page_score_moments takes its blocks KV head fastest, and every timed
+# Device call: 350e8c3 (`s`: page_score_moments takes its blocks KV head fastest, and every timed
 # region starts behind a busy lead kernel) against f706c20 (`o`, kernels as 8fd7ab4), both builds
 # in one pack. On any GPU: the GPU suite of `s`; `paper` top-k, Gaussian and certified at 128k and
 # 1M on each build's untuned bundle, o / s --idle-start / s, twice (o against s --idle-start is the

@@ -1,7 +1,7 @@
 # Device call (after 1-check-ab-bench): on an H200 the GPU suite, then the benchmark run behind
 # docs/benchmarks.md (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA), then
 # `gqa` and `wide` autotuned and benched beside SDPA (scripts/bench-workloads.sh), all with the
-# `s` build of .gpu/ab.txz (048bf7b: every timed run behind the lead kernel, `start: lead` in
+# `s` build of .gpu/ab.txz (350e8c3: every timed run behind the lead kernel, `start: lead` in
 # the records); on any other GPU nothing. Supersedes 2026-12-05-refresh/4-bench (f706c20).
 PACK=.gpu/ab.txz; source scripts/device-call.sh
 snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
