@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """torch SDPA dense softmax decode on the same shapes as entkv's GPU checks (the
 FlashDecoding-style baseline of ../shared/BENCH.md). One query per head, fp16, CUDA events,
-warm-up, a busy kernel queued before each start event (--idle-start: none), median/min/p90; K/V rotated through copies when one would fit in L2 (as `entkv bench`
-does: more than 4 x L2 in all, 1 to 16 copies). Writes JSON records in the same schema as
+warm-up, a busy kernel queued before each start event (--idle-start: none), median/min/p90;
+K/V rotated through copies when one would fit in L2 (as `entkv bench` does: more than 4 x L2
+in all, 1 to 16 copies). Writes JSON records in the same schema as
 entkv's TimingRecord."""
 import argparse, datetime, json, os, subprocess
 

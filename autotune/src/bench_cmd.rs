@@ -689,9 +689,7 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             let mut record =
                 crate::paper::record(&environment, w.name, m.name(), &caches[0].paper, &t[0], bytes);
             record.pages_kept = Some(ran.kept(&sizes, &traffic)?);
-            if args.idle_start {
-                record.start = Some("idle".into());
-            }
+            record.start = Some(timer.start().into());
             records.push(record);
             let tiers = plan
                 .kernels

@@ -288,6 +288,15 @@ impl StepTimer {
         })
     }
 
+    /// How its regions start, as a record's `start` says: `lead` or `idle`.
+    pub fn start(&self) -> &'static str {
+        if self.lead.is_some() {
+            "lead"
+        } else {
+            "idle"
+        }
+    }
+
     /// CUDA-event time (ms) of what `region` queues on `stream`, the Gpu's own stream.
     pub fn time(&mut self, stream: RawStream, region: impl FnOnce() -> Result<()>) -> Result<f64> {
         if let Some((f, out)) = &self.lead {

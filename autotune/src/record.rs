@@ -113,6 +113,8 @@ impl TimingRecord {
             x_floor: Some(median_ms / (bytes as f64 / ceiling_bytes_per_s * 1e3)),
             pages_kept: None,
             sketch_bits: None,
+            // Every timer leads (`time_ms`, the tuner) but `entkv bench --idle-start`, which
+            // sets its own.
             start: Some("lead".into()),
         }
     }

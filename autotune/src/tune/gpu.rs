@@ -20,10 +20,8 @@ use entkv_kernels::paged_data::{KeyData, PagedCase};
 use entkv_runtime::engine::{BoundCall, Decoder, Method, ModuleCache, Problem};
 use entkv_runtime::{gpu_unavailable_reason, Gpu};
 
-use crate::device::StepTimer;
-
 use super::{Candidate, DataKind, DeviceKey, EvalError, MeasureBackend, Prepared, Workload};
-use crate::device::Kernels;
+use crate::device::{Kernels, StepTimer};
 use crate::engine_bench::{rotation_copies, EngineCache, HostCase, Session};
 use crate::jit_pool::{JitPool, WarmReport};
 use crate::paper::DeviceKeys;
