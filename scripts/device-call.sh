@@ -4,16 +4,22 @@
 #   PACK=.gpu/x.txz; source scripts/device-call.sh
 #   ph NAME LIMIT_S CMD...     # runs CMD, stdout+stderr to $W/NAME.log, killed past LIMIT_S
 #
-# It unpacks $PACK (an xz tar of binaries from scripts/build-gpu-bins.sh's .gpu/, with a
-# `commit` file) into .gpu/s, points the driver's JIT cache at /tmp/jc (4 GiB), records the
-# commit and the GPU in $W/nvidia-smi.txt, and on exit prints $W/phases.txt and packs $W into
-# $OUT/r.tgz (the one file a call brings back).
+# It unpacks $PACK (an xz tar of binaries from scripts/build-gpu-bins.sh's .gpu/ with a
+# `commit` file, or of one folder a build, each with its `commit`) into .gpu/s, points the
+# driver's JIT cache at /tmp/jc (4 GiB), records the commit(s) and the GPU in
+# $W/nvidia-smi.txt, and on exit prints $W/phases.txt and packs $W into $OUT/r.tgz (the one
+# file a call brings back).
 set -u
 W=${W:-/tmp/r}
 mkdir -p "$W" .gpu/s
 xz -dc "$PACK" | tar xf - -C .gpu/s
 export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-/tmp/jc}
-export ENTKV_COMMIT=$(cat .gpu/s/commit)
+# A pack of one build has .gpu/s/commit; a pack of several (an A/B) has one a build folder.
+if [ -f .gpu/s/commit ]; then
+  export ENTKV_COMMIT=$(cat .gpu/s/commit)
+else
+  export ENTKV_COMMIT=$(for f in .gpu/s/*/commit; do printf '%s:%s ' "$(basename "$(dirname "$f")")" "$(cat "$f")"; done)
+fi
 device_call_finish() {
   cat "$W/phases.txt" 2>/dev/null
   tar czf "$OUT/r.tgz" -C "$W" .
