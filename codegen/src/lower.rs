@@ -459,6 +459,30 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 }
                 Ok(())
             }
+            Stmt::CopyAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                len,
+            } => {
+                let bytes = *len * self.mem_elem(Mem::Shared(*dst)).size_bytes();
+                let to = self.elem_ptr(Mem::Shared(*dst), dst_index)?;
+                let from = self.elem_ptr(Mem::Global(*src), src_index)?;
+                let to = self.b.build_ptr_to_int(to, self.ctx.i32_type(), "cp_dst")?;
+                let from = self.b.build_ptr_to_int(from, self.ctx.i64_type(), "cp_src")?;
+                compat::copy_async(self.ctx, &self.b, bytes, to, from)
+            }
+            Stmt::CopyAsyncCommit => {
+                let f = self.intrinsic(compat::COPY_ASYNC_COMMIT, &[])?;
+                self.b.build_call(f, &[], "")?;
+                Ok(())
+            }
+            Stmt::CopyAsyncWait { pending } => {
+                let f = self.intrinsic(compat::COPY_ASYNC_WAIT, &[])?;
+                self.b.build_call(f, &[self.i32c(*pending as u64).into()], "")?;
+                Ok(())
+            }
             Stmt::WarpSync => {
                 let f = self.intrinsic(compat::WARP_SYNC, &[])?;
                 let mask = self.i32c(compat::FULL_WARP_MASK);
@@ -1029,7 +1053,13 @@ fn ssa_registers(k: &Kernel) -> Vec<bool> {
                     self.read(cond);
                     self.block(body);
                 }
-                Stmt::Barrier | Stmt::WarpSync => {}
+                Stmt::Barrier | Stmt::WarpSync | Stmt::CopyAsyncCommit | Stmt::CopyAsyncWait { .. } => {}
+                Stmt::CopyAsync {
+                    dst_index, src_index, ..
+                } => {
+                    self.read(dst_index);
+                    self.read(src_index);
+                }
                 Stmt::Shuffle { dst, value, arg, .. } => {
                     self.read(value);
                     self.read(arg);

@@ -19,6 +19,7 @@
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
 //! | byte permute `prmt`          | `llvm.nvvm.prmt` (selector as an i32 operand)        | same so far |
 //! | tensor-core `mma` m16n8k16   | `llvm.nvvm.mma.m16n8k16.row.col.{f32.f32,bf16}`; f16 operands `<2 x half>`, bf16 `i32` | re-check |
+//! | async copy to shared         | inline PTX `cp.async` (the intrinsics' patterns need one pointer width); `llvm.nvvm.cp.async.{commit,wait}.group` | re-check the intrinsics with short pointers |
 //! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
 //! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
 //!
@@ -301,6 +302,45 @@ pub fn mma_words(bf16: bool) -> bool {
     bf16
 }
 
+/// `cp.async.{ca,cg}.shared.global [dst], [src], bytes` (sm_80+) as inline PTX: LLVM 19's
+/// `llvm.nvvm.cp.async.*.shared.global.*` patterns want both pointers of one width, and with
+/// 32-bit shared pointers (`-nvptx-short-ptr`) instruction selection fails ("Cannot select").
+/// `dst` is the 32-bit shared address, `src` the 64-bit global one. 16-byte copies bypass L1
+/// (`.cg`: the bytes are read once, into shared memory); PTX allows `.cg` only for 16 bytes.
+/// It has side effects and clobbers memory, so LLVM neither drops nor moves it.
+pub fn copy_async<'ctx>(
+    ctx: &'ctx Context,
+    builder: &Builder<'ctx>,
+    bytes: u32,
+    dst: inkwell::values::IntValue<'ctx>,
+    src: inkwell::values::IntValue<'ctx>,
+) -> Result<(), CodegenError> {
+    let cache = match bytes {
+        4 | 8 => "ca",
+        16 => "cg",
+        _ => return Err(CodegenError::Builder(format!("cp.async of {bytes} bytes"))),
+    };
+    let fn_ty = ctx
+        .void_type()
+        .fn_type(&[ctx.i32_type().into(), ctx.i64_type().into()], false);
+    let asm = ctx.create_inline_asm(
+        fn_ty,
+        format!("cp.async.{cache}.shared.global [$0], [$1], {bytes};"),
+        "r,l,~{memory}".to_string(),
+        true,
+        false,
+        None,
+        false,
+    );
+    builder.build_indirect_call(fn_ty, asm, &[dst.into(), src.into()], "")?;
+    Ok(())
+}
+
+/// `cp.async.commit_group`.
+pub const COPY_ASYNC_COMMIT: &str = "llvm.nvvm.cp.async.commit.group";
+/// `cp.async.wait_group N` (`N` an immediate).
+pub const COPY_ASYNC_WAIT: &str = "llvm.nvvm.cp.async.wait.group";
+
 /// Oldest target with `mma.sync.m16n8k16` on f16 and bf16.
 pub const MMA_MIN_SM: u32 = 80;
 
@@ -316,6 +356,8 @@ pub fn all_intrinsic_names() -> Vec<&'static str> {
         SREG_TID_X,
         mma_intrinsic(false),
         mma_intrinsic(true),
+        COPY_ASYNC_COMMIT,
+        COPY_ASYNC_WAIT,
     ];
     for a in [Axis::X, Axis::Y, Axis::Z] {
         v.push(sreg_ctaid(a));

@@ -191,3 +191,44 @@ fn registers_become_ssa() {
     assert!(!c.ir().contains("alloca"), "{}", c.ir());
     assert!(!c.ptx().contains(".local"), "{}", c.ptx());
 }
+
+/// Async copies global → shared of 4, 8 and 16 bytes: one `cp.async` each (`.cg` only for 16
+/// bytes, which PTX requires), a commit and a wait with its immediate, and no register load of
+/// the copied bytes from global memory.
+#[test]
+fn async_copies_to_shared_memory() {
+    let mut k = KernelBuilder::new("copy_async", 128);
+    let a = k.buffer("a", Scalar::F16, Access::Read);
+    let w = k.buffer("w", Scalar::F32, Access::Read);
+    let o = k.buffer("o", Scalar::F32, Access::Write);
+    let s16 = k.shared("s16", Scalar::F16, 128 * 8);
+    let s8 = k.shared("s8", Scalar::F32, 128 * 2);
+    let s4 = k.shared("s4", Scalar::F32, 128);
+    let tid = k.let_("tid", k.thread_idx());
+    let g = k.let_("g", k.global_thread_id().i64());
+    k.copy_async(s16, tid * 8u32, a, g * 8i64, 8);
+    k.copy_async(s8, tid * 2u32, w, g * 2i64, 2);
+    k.copy_async_commit();
+    k.copy_async(s4, tid, w, g, 1);
+    k.copy_async_commit();
+    k.copy_async_wait(1);
+    let h = k.load_vec("h", s16, tid * 8u32, 8);
+    let x = k.load_vec("x", s8, tid * 2u32, 2);
+    k.copy_async_wait(0);
+    let y = k.let_("y", s4.at(tid));
+    let sum = h.iter().fold(x[0] + x[1] + y, |acc, v| acc + v.f32());
+    k.store(o, g, sum);
+    let kernel = k.finish().unwrap();
+    let c = check(&[&kernel]);
+    let e = c.entry("copy_async");
+    assert_insn(e, "cp.async.cg.shared.global");
+    assert_insn(e, "cp.async.ca.shared.global");
+    assert_insn(e, "cp.async.commit_group");
+    assert_insn(e, "cp.async.wait_group 1");
+    assert_insn(e, "cp.async.wait_group 0");
+    let copies = instructions(e)
+        .filter(|l| l.starts_with("cp.async.ca.") || l.starts_with("cp.async.cg."))
+        .count();
+    assert_eq!(copies, 3, "one cp.async per copy:\n{e}");
+    assert_no_insn(e, "ld.global");
+}

@@ -203,6 +203,38 @@ impl KernelBuilder {
         });
     }
 
+    /// Start an asynchronous copy of `len` elements from `src[src_index..]` (a global buffer)
+    /// to `dst[dst_index..]` (a shared array): see [`Stmt::CopyAsync`].
+    pub fn copy_async(
+        &mut self,
+        dst: Buf,
+        dst_index: impl IntoExpr,
+        src: Buf,
+        src_index: impl IntoExpr,
+        len: u32,
+    ) {
+        let (Mem::Shared(d), Mem::Global(g)) = (dst.mem, src.mem) else {
+            panic!("copy_async copies from a global buffer to a shared array");
+        };
+        self.push(Stmt::CopyAsync {
+            dst: d,
+            dst_index: dst_index.into_expr(None),
+            src: g,
+            src_index: src_index.into_expr(None),
+            len,
+        });
+    }
+
+    /// Close this thread's group of async copies (`cp.async.commit_group`).
+    pub fn copy_async_commit(&mut self) {
+        self.push(Stmt::CopyAsyncCommit);
+    }
+
+    /// Wait until at most `pending` of this thread's committed copy groups are in flight.
+    pub fn copy_async_wait(&mut self, pending: u32) {
+        self.push(Stmt::CopyAsyncWait { pending });
+    }
+
     /// Atomic read-modify-write returning the old value.
     pub fn atomic(&mut self, op: AtomicOp, buf: Buf, index: impl IntoExpr, value: impl IntoExpr) -> Var {
         let old = self.var("atomic_old", buf.elem);

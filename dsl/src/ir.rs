@@ -375,6 +375,27 @@ pub enum Stmt {
         b: Vec<Expr>,
         c: Vec<Expr>,
     },
+    /// Asynchronous copy of `len` elements (4, 8 or 16 bytes) from the global `Read` buffer
+    /// `src` at element `src_index` to the shared array `dst` at element `dst_index` (PTX
+    /// `cp.async`; both arrays of one element type, both indices multiples of `len`). It moves
+    /// bytes without a register: the copy is in flight until a [`Stmt::CopyAsyncWait`] of the
+    /// same thread retires its group, and until then no thread may touch those shared
+    /// elements. After the wait the issuing thread sees them; other threads need a barrier.
+    CopyAsync {
+        dst: SharedId,
+        dst_index: Expr,
+        src: ParamId,
+        src_index: Expr,
+        len: u32,
+    },
+    /// `cp.async.commit_group`: this thread's async copies issued since its last commit form
+    /// one group.
+    CopyAsyncCommit,
+    /// `cp.async.wait_group pending`: wait until at most `pending` of this thread's committed
+    /// groups are still in flight (the oldest land first). Uncommitted copies are not waited on.
+    CopyAsyncWait {
+        pending: u32,
+    },
     /// `__syncwarp()` (`bar.warp.sync` with a full mask): the lanes of the warp meet, and memory
     /// accesses of each lane before it are ordered before the others' after it. All 32 lanes
     /// must execute it together. (The interpreter runs warps in lockstep and tracks races per

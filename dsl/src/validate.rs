@@ -289,6 +289,58 @@ impl Validator<'_> {
                 }
                 Ok(())
             }
+            Stmt::CopyAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                len,
+            } => {
+                let (dmem, smem) = (Mem::Shared(*dst), Mem::Global(*src));
+                let delem = self.mem_elem(dmem, path)?;
+                let selem = self.mem_elem(smem, path)?;
+                if delem != selem {
+                    return Err(self.err(path, format!("async copy from {selem} to {delem}")));
+                }
+                let read_only = matches!(
+                    self.k.param(*src).kind,
+                    ParamKind::Buffer {
+                        access: Access::Read,
+                        ..
+                    }
+                );
+                if !read_only {
+                    // A buffer the launch writes could change under a copy in flight.
+                    return Err(self.err(
+                        path,
+                        format!(
+                            "async copy from `{}`, which is not a read-only buffer",
+                            self.k.param(*src).name
+                        ),
+                    ));
+                }
+                self.index(dst_index, path)?;
+                self.index(src_index, path)?;
+                let bytes = *len * delem.size_bytes();
+                if !matches!(bytes, 4 | 8 | 16) {
+                    return Err(self.err(
+                        path,
+                        format!("async copy of {len} x {delem} ({bytes} bytes): cp.async moves 4, 8 or 16"),
+                    ));
+                }
+                Ok(())
+            }
+            Stmt::CopyAsyncCommit => Ok(()),
+            Stmt::CopyAsyncWait { pending } => {
+                if *pending > 7 {
+                    // PTX accepts any immediate, but more than a handful of groups is a bug.
+                    return Err(self.err(
+                        path,
+                        format!("async copy wait for {pending} pending groups (at most 7)"),
+                    ));
+                }
+                Ok(())
+            }
             Stmt::Ballot { dst, pred } => {
                 if self.var_ty(*dst, path)? != Scalar::U32 {
                     return Err(self.err(path, "ballot destination must be u32"));

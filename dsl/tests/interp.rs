@@ -2562,3 +2562,142 @@ fn timeout_names_the_spinning_threads() {
     assert!(loc(&e).path.starts_with("body[2].then[0]"), "{e}");
     assert!(e.to_string().contains("50000"), "{e}");
 }
+
+// ----- async copies ------------------------------------------------------------------------
+
+/// Each thread copies two 16-byte runs of `a` into shared memory in two groups, the runs of
+/// the thread `shift` lanes on (a double buffer, as a pipelined pass uses one); after the waits
+/// and a barrier every thread reads back its neighbour's data.
+fn copy_async_kernel(wait_first: u32, read_before_wait: bool, barrier: bool, wait_last: bool) -> Kernel {
+    let mut k = KernelBuilder::new("copy_async", 64);
+    let a = k.buffer("a", Scalar::F16, Access::Read);
+    let out = k.buffer("out", Scalar::F32, Access::Write);
+    let stage = k.shared("stage", Scalar::F16, 2 * 64 * 8);
+    let tid = k.let_("tid", k.thread_idx());
+    let g = k.let_("g", k.global_thread_id().i64());
+    k.copy_async(stage, tid * 8u32, a, g * 16i64, 8);
+    k.copy_async_commit();
+    k.copy_async(stage, tid * 8u32 + 512u32, a, g * 16i64 + 8i64, 8);
+    k.copy_async_commit();
+    if read_before_wait {
+        let _ = k.let_("early", stage.at(tid * 8u32 + 512u32));
+    }
+    k.copy_async_wait(wait_first);
+    let first = k.load_vec("first", stage, tid * 8u32, 8);
+    if wait_last {
+        k.copy_async_wait(0);
+    }
+    if barrier {
+        k.barrier();
+    }
+    // The other half of the block's second runs: another warp's copies.
+    let other = k.let_("other", (tid + 32u32) % 64u32);
+    let second = k.load_vec("second", stage, other * 8u32 + 512u32, 8);
+    let sum = first
+        .iter()
+        .chain(&second)
+        .fold(f32c(0.0), |acc, v| acc + v.f32());
+    k.store(out, g, sum);
+    k.finish().unwrap()
+}
+
+fn copy_async_input(blocks: usize) -> Vec<f16> {
+    (0..blocks * 64 * 16)
+        .map(|i| f16::from_f32((i % 97) as f32 * 0.25))
+        .collect()
+}
+
+#[test]
+fn async_copies_land_at_their_wait() {
+    let kernel = copy_async_kernel(1, false, true, true);
+    let a = copy_async_input(2);
+    let mut ha = HostBuffer::F16(a.clone());
+    let mut o = HostBuffer::filled_f64(Scalar::F32, 128, f64::NAN);
+    let stats = launch(&kernel, 2, &mut [Arg::Buf(&mut ha), Arg::Buf(&mut o)]).unwrap();
+    let HostBuffer::F32(got) = o else { unreachable!() };
+    for b in 0..2 {
+        for t in 0..64 {
+            let g = b * 64 + t;
+            let other = b * 64 + (t + 32) % 64;
+            let want: f32 = a[g * 16..g * 16 + 8]
+                .iter()
+                .chain(&a[other * 16 + 8..other * 16 + 16])
+                .map(|x| x.to_f32())
+                .sum();
+            assert_eq!(got[g], want, "thread {t} of block {b}");
+        }
+    }
+    assert_eq!(
+        stats.global_bytes_loaded,
+        2 * 64 * 32,
+        "each copy reads its bytes once"
+    );
+}
+
+#[test]
+fn error_async_copy_read_in_flight() {
+    // Read before any wait.
+    let kernel = copy_async_kernel(0, true, true, true);
+    let mut ha = HostBuffer::F16(copy_async_input(1));
+    let mut o = HostBuffer::zeros(Scalar::F32, 64);
+    let e = launch(&kernel, 1, &mut [Arg::Buf(&mut ha), Arg::Buf(&mut o)]).unwrap_err();
+    match &e {
+        InterpError::AsyncCopyInFlight { array, index, .. } => {
+            assert_eq!(array, "stage");
+            assert_eq!(*index, 512);
+        }
+        other => panic!("unexpected {other}"),
+    }
+    // `wait_group 1` retires only the older group: the second runs are still in flight.
+    let kernel = copy_async_kernel(1, false, true, false);
+    let e = launch(&kernel, 1, &mut [Arg::Buf(&mut ha), Arg::Buf(&mut o)]).unwrap_err();
+    assert!(matches!(e, InterpError::AsyncCopyInFlight { .. }), "{e}");
+}
+
+#[test]
+fn error_async_copy_read_by_another_warp_without_a_barrier() {
+    let kernel = copy_async_kernel(0, false, false, true);
+    let mut ha = HostBuffer::F16(copy_async_input(1));
+    let mut o = HostBuffer::zeros(Scalar::F32, 64);
+    let e = launch(&kernel, 1, &mut [Arg::Buf(&mut ha), Arg::Buf(&mut o)]).unwrap_err();
+    assert!(matches!(e, InterpError::SharedRace { .. }), "{e}");
+}
+
+#[test]
+fn error_async_copy_never_waited() {
+    let mut k = KernelBuilder::new("copy_async_no_wait", 32);
+    let a = k.buffer("a", Scalar::F32, Access::Read);
+    let stage = k.shared("stage", Scalar::F32, 32 * 4);
+    let tid = k.let_("tid", k.thread_idx());
+    k.copy_async(stage, tid * 4u32, a, tid.i64() * 4i64, 4);
+    k.copy_async_commit();
+    let kernel = k.finish().unwrap();
+    let mut ha = HostBuffer::F32(vec![1.0; 128]);
+    let e = launch(&kernel, 1, &mut [Arg::Buf(&mut ha)]).unwrap_err();
+    match &e {
+        InterpError::AsyncCopyNotWaited { copies, loc } => {
+            assert_eq!(*copies, 1);
+            assert_eq!(loc.thread, 0);
+        }
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[test]
+fn async_copies_are_validated() {
+    let build = |access: Access, len: u32| {
+        let mut k = KernelBuilder::new("bad_copy", 32);
+        let a = k.buffer("a", Scalar::F16, access);
+        let stage = k.shared("stage", Scalar::F16, 32 * 8);
+        let tid = k.let_("tid", k.thread_idx());
+        k.copy_async(stage, tid * 8u32, a, tid.i64() * 8i64, len);
+        k.copy_async_commit();
+        k.copy_async_wait(0);
+        k.finish()
+    };
+    assert!(build(Access::Read, 8).is_ok());
+    let e = build(Access::ReadWrite, 8).unwrap_err();
+    assert!(e.to_string().contains("not a read-only buffer"), "{e}");
+    let e = build(Access::Read, 3).unwrap_err();
+    assert!(e.to_string().contains("4, 8 or 16"), "{e}");
+}

@@ -128,6 +128,18 @@ pub enum InterpError {
         index: u64,
     },
     #[error(
+        "{loc}: {access} of shared memory `{array}`[{index}] while an async copy into it is in \
+         flight (no `copy_async_wait` of the issuing thread has retired it)"
+    )]
+    AsyncCopyInFlight {
+        loc: Box<Location>,
+        array: String,
+        access: MemAccess,
+        index: u64,
+    },
+    #[error("{loc}: the thread ends with {copies} async copies never waited for")]
+    AsyncCopyNotWaited { loc: Box<Location>, copies: u64 },
+    #[error(
         "{loc}: global-memory race on `{buffer}`[{index}] within one block: {access} by warp {warp} \
          after a {other_access} by warp {other_warp} with no barrier in between"
     )]
@@ -188,6 +200,8 @@ impl InterpError {
             | InterpError::PartialWarp { loc, .. }
             | InterpError::UninitRegister { loc, .. }
             | InterpError::UninitShared { loc, .. }
+            | InterpError::AsyncCopyInFlight { loc, .. }
+            | InterpError::AsyncCopyNotWaited { loc, .. }
             | InterpError::SharedRace { loc, .. }
             | InterpError::GlobalRace { loc, .. }
             | InterpError::DivByZero { loc, .. }
@@ -208,6 +222,8 @@ impl InterpError {
             | InterpError::PartialWarp { loc, .. }
             | InterpError::UninitRegister { loc, .. }
             | InterpError::UninitShared { loc, .. }
+            | InterpError::AsyncCopyInFlight { loc, .. }
+            | InterpError::AsyncCopyNotWaited { loc, .. }
             | InterpError::SharedRace { loc, .. }
             | InterpError::GlobalRace { loc, .. }
             | InterpError::DivByZero { loc, .. }

@@ -11,6 +11,7 @@ use super::{BufferStats, InterpOptions, LaunchDims, RunStats};
 use crate::builder::WARP;
 use crate::ir::*;
 use half::{bf16, f16};
+use std::collections::VecDeque;
 
 pub(crate) fn execute(
     kernel: &Kernel,
@@ -173,8 +174,39 @@ struct SharedMem {
     data: Vec<u64>,
     /// Block generation that last wrote each element (initialised iff equal to the current).
     gen: Vec<u64>,
+    /// Async copies in flight into each element (0 or 1: a second is an error).
+    inflight: Vec<u8>,
     /// Empty when race checking is off.
     track: Vec<Track>,
+}
+
+/// One thread's async copy into shared memory, not landed yet: its source was read when it
+/// was issued, and its bytes land in `array[first..]` when a wait retires its group.
+struct PendingCopy {
+    array: usize,
+    first: usize,
+    values: Vec<u64>,
+}
+
+/// A thread's async copies: those since its last commit, and its committed groups, oldest
+/// first.
+#[derive(Default)]
+struct ThreadCopies {
+    open: Vec<PendingCopy>,
+    groups: VecDeque<Vec<PendingCopy>>,
+}
+
+impl ThreadCopies {
+    fn count(&self) -> u64 {
+        (self.open.len() + self.groups.iter().map(Vec::len).sum::<usize>()) as u64
+    }
+}
+
+/// Why a shared-memory access failed.
+enum SharedBad {
+    Uninit,
+    Race(Race),
+    InFlight,
 }
 
 struct Machine<'k, 'b> {
@@ -202,6 +234,10 @@ struct Machine<'k, 'b> {
     /// Race tracking of each writable global buffer (`None` for read-only buffers, scalars, or
     /// when race checking is off).
     global_track: Vec<Option<GlobalTrack>>,
+    /// Each thread's async copies in flight, and their total (elements), which is 0 in every
+    /// kernel that issues none, so shared accesses check `inflight` only when it is not.
+    copies: Vec<ThreadCopies>,
+    copies_in_flight: u64,
 }
 
 #[inline]
@@ -252,6 +288,7 @@ impl<'k, 'b> Machine<'k, 'b> {
             .map(|a| SharedMem {
                 data: vec![0; a.len as usize],
                 gen: vec![0; a.len as usize],
+                inflight: vec![0; a.len as usize],
                 track: if races {
                     vec![Track::default(); a.len as usize]
                 } else {
@@ -281,6 +318,8 @@ impl<'k, 'b> Machine<'k, 'b> {
             buf_loaded: vec![0; k.params.len()],
             buf_stored: vec![0; k.params.len()],
             global_track,
+            copies: (0..nt).map(|_| ThreadCopies::default()).collect(),
+            copies_in_flight: 0,
         }
     }
 
@@ -368,11 +407,30 @@ impl<'k, 'b> Machine<'k, 'b> {
                 0,
             ));
         }
+        // Only empty groups can be left from an earlier block (it ended with none in flight).
+        for c in &mut self.copies {
+            c.groups.clear();
+        }
         let mut all = self.take_lanes();
         all.extend(0..self.nt as u32);
         let k = self.k;
         self.exec_block(&k.body, &all)?;
         self.give_lanes(all);
+        if self.copies_in_flight > 0 {
+            let (t, c) = self
+                .copies
+                .iter()
+                .enumerate()
+                .find(|(_, c)| c.count() > 0)
+                .expect("copies in flight belong to a thread");
+            return Err(fault(
+                InterpError::AsyncCopyNotWaited {
+                    loc: Box::default(),
+                    copies: c.count(),
+                },
+                t as u32,
+            ));
+        }
         Ok(())
     }
 
@@ -593,6 +651,73 @@ impl<'k, 'b> Machine<'k, 'b> {
                 self.give(a);
             }
             Stmt::WarpSync => check_full_warps(lanes, "warp sync")?,
+            Stmt::CopyAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                len,
+            } => {
+                let l = *len as usize;
+                let (dmem, smem) = (Mem::Shared(*dst), Mem::Global(*src));
+                let mut di = self.eval(dst_index, lanes)?;
+                let mut si = self.eval(src_index, lanes)?;
+                self.check_index(dmem, &mut di, dst_index.ty(), lanes, l, MemAccess::VectorStore)?;
+                self.check_index(smem, &mut si, src_index.ty(), lanes, l, MemAccess::VectorLoad)?;
+                let mut vals = Vec::with_capacity(l);
+                for c in 0..l {
+                    let mut out = self.take(n);
+                    self.load(smem, &si, c, lanes, &mut out, MemAccess::VectorLoad)?;
+                    vals.push(out);
+                }
+                let a = dst.0 as usize;
+                for (j, &t) in lanes.iter().enumerate() {
+                    let first = di[j] as usize;
+                    if let Some(c) = (0..l).find(|&c| self.shared[a].inflight[first + c] > 0) {
+                        return Err(self.in_flight(a, first + c, MemAccess::VectorStore, t));
+                    }
+                    if self.races {
+                        // The copy may write at any time from now until its wait: a read or
+                        // write by another warp in this barrier interval is a race already.
+                        let (epoch, w) = (self.epoch, (t / WARP) as u8);
+                        for i in first..first + l {
+                            if let Err(r) = self.shared[a].track[i].write(epoch, w) {
+                                return Err(self.race(dmem, i, RaceAccess::Write, t, r));
+                            }
+                        }
+                    }
+                    self.shared[a].inflight[first..first + l].fill(1);
+                    self.copies[t as usize].open.push(PendingCopy {
+                        array: a,
+                        first,
+                        values: vals.iter().map(|v| v[j]).collect(),
+                    });
+                    self.copies_in_flight += l as u64;
+                }
+                for v in vals {
+                    self.give(v);
+                }
+                self.give(di);
+                self.give(si);
+            }
+            Stmt::CopyAsyncCommit => {
+                for &t in lanes {
+                    let c = &mut self.copies[t as usize];
+                    // Like PTX, a commit with no copies still makes a (empty) group.
+                    let group = std::mem::take(&mut c.open);
+                    c.groups.push_back(group);
+                }
+            }
+            Stmt::CopyAsyncWait { pending } => {
+                for &t in lanes {
+                    while self.copies[t as usize].groups.len() > *pending as usize {
+                        let group = self.copies[t as usize].groups.pop_front().unwrap_or_default();
+                        for copy in group {
+                            self.land(t, copy)?;
+                        }
+                    }
+                }
+            }
             Stmt::Mma { dst, a, b, c } => {
                 check_full_warps(lanes, "mma")?;
                 let ab = a[0].ty();
@@ -932,6 +1057,60 @@ impl<'k, 'b> Machine<'k, 'b> {
         )
     }
 
+    fn in_flight(&self, s: usize, i: usize, access: MemAccess, thread: u32) -> Box<Fault> {
+        fault(
+            InterpError::AsyncCopyInFlight {
+                loc: Box::default(),
+                array: self.k.shared[s].name.clone(),
+                access,
+                index: i as u64,
+            },
+            thread,
+        )
+    }
+
+    /// The fault of a failed access to element `i` of a shared array.
+    fn shared_fault(
+        &self,
+        mem: Mem,
+        i: usize,
+        access: MemAccess,
+        race: RaceAccess,
+        thread: u32,
+        bad: SharedBad,
+    ) -> Box<Fault> {
+        let Mem::Shared(s) = mem else {
+            return self.no_mem(mem, &[thread]);
+        };
+        match bad {
+            SharedBad::Uninit => self.uninit_shared(s.0 as usize, i, access, thread),
+            SharedBad::InFlight => self.in_flight(s.0 as usize, i, access, thread),
+            SharedBad::Race(r) => self.race(mem, i, race, thread, r),
+        }
+    }
+
+    /// Land thread `t`'s async copy: its bytes are written now, by `t`, in this epoch.
+    fn land(&mut self, t: u32, copy: PendingCopy) -> FResult<()> {
+        let (gen, epoch, races) = (self.gen, self.epoch, self.races);
+        let sm = &mut self.shared[copy.array];
+        for (c, &x) in copy.values.iter().enumerate() {
+            let i = copy.first + c;
+            sm.inflight[i] = 0;
+            if races {
+                if let Err(r) = sm.track[i].write(epoch, (t / WARP) as u8) {
+                    let mem = Mem::Shared(SharedId(copy.array as u32));
+                    return Err(self.race(mem, i, RaceAccess::Write, t, r));
+                }
+            }
+            sm.data[i] = x;
+            sm.gen[i] = gen;
+        }
+        self.copies_in_flight -= copy.values.len() as u64;
+        self.stats.shared_bytes_stored +=
+            copy.values.len() as u64 * self.k.shared[copy.array].elem.size_bytes() as u64;
+        Ok(())
+    }
+
     /// A race on element `i` of `mem` (shared array or global buffer).
     fn race(&self, mem: Mem, i: usize, access: RaceAccess, thread: u32, r: Race) -> Box<Fault> {
         let (loc, index, warp) = (Box::default(), i as u64, thread / WARP);
@@ -1014,27 +1193,28 @@ impl<'k, 'b> Machine<'k, 'b> {
                 let Some(sm) = self.shared.get_mut(si) else {
                     return Err(self.no_mem(mem, lanes));
                 };
+                let copies = self.copies_in_flight > 0;
                 let mut bad = None;
                 for (j, &i) in idx.iter().enumerate() {
                     let i = i as usize + c;
+                    if copies && sm.inflight[i] > 0 {
+                        bad = Some((j, i, SharedBad::InFlight));
+                        break;
+                    }
                     if sm.gen[i] != gen {
-                        bad = Some((j, i, None));
+                        bad = Some((j, i, SharedBad::Uninit));
                         break;
                     }
                     if races {
                         if let Err(r) = sm.track[i].read(epoch, (lane_at(lanes, j) / WARP) as u8) {
-                            bad = Some((j, i, Some(r)));
+                            bad = Some((j, i, SharedBad::Race(r)));
                             break;
                         }
                     }
                     out.push(sm.data[i]);
                 }
-                if let Some((j, i, r)) = bad {
-                    let t = lane_at(lanes, j);
-                    return Err(match r {
-                        None => self.uninit_shared(si, i, access, t),
-                        Some(r) => self.race(mem, i, RaceAccess::Read, t, r),
-                    });
+                if let Some((j, i, b)) = bad {
+                    return Err(self.shared_fault(mem, i, access, RaceAccess::Read, lane_at(lanes, j), b));
                 }
                 self.stats.shared_bytes_loaded +=
                     idx.len() as u64 * self.k.shared[si].elem.size_bytes() as u64;
@@ -1061,20 +1241,26 @@ impl<'k, 'b> Machine<'k, 'b> {
                 let Some(sm) = self.shared.get_mut(si) else {
                     return Err(self.no_mem(mem, lanes));
                 };
+                let copies = self.copies_in_flight > 0;
                 let mut bad = None;
                 for (j, (&i, &x)) in idx.iter().zip(vals).enumerate() {
                     let i = i as usize + c;
+                    if copies && sm.inflight[i] > 0 {
+                        bad = Some((j, i, SharedBad::InFlight));
+                        break;
+                    }
                     if races {
                         if let Err(r) = sm.track[i].write(epoch, (lane_at(lanes, j) / WARP) as u8) {
-                            bad = Some((j, i, r));
+                            bad = Some((j, i, SharedBad::Race(r)));
                             break;
                         }
                     }
                     sm.data[i] = x;
                     sm.gen[i] = gen;
                 }
-                if let Some((j, i, r)) = bad {
-                    return Err(self.race(mem, i, RaceAccess::Write, lane_at(lanes, j), r));
+                if let Some((j, i, b)) = bad {
+                    let access = MemAccess::Store;
+                    return Err(self.shared_fault(mem, i, access, RaceAccess::Write, lane_at(lanes, j), b));
                 }
                 self.stats.shared_bytes_stored +=
                     idx.len() as u64 * self.k.shared[si].elem.size_bytes() as u64;
@@ -1116,16 +1302,21 @@ impl<'k, 'b> Machine<'k, 'b> {
                 let Some(sm) = self.shared.get_mut(si) else {
                     return Err(self.no_mem(mem, lanes));
                 };
+                let copies = self.copies_in_flight > 0;
                 let mut bad = None;
                 for (j, (&i, &v)) in idx.iter().zip(vals).enumerate() {
                     let i = i as usize;
+                    if copies && sm.inflight[i] > 0 {
+                        bad = Some((j, i, SharedBad::InFlight));
+                        break;
+                    }
                     if sm.gen[i] != gen {
-                        bad = Some((j, i, None));
+                        bad = Some((j, i, SharedBad::Uninit));
                         break;
                     }
                     if races {
                         if let Err(r) = sm.track[i].atomic(epoch, (lane_at(lanes, j) / WARP) as u8) {
-                            bad = Some((j, i, Some(r)));
+                            bad = Some((j, i, SharedBad::Race(r)));
                             break;
                         }
                     }
@@ -1133,12 +1324,9 @@ impl<'k, 'b> Machine<'k, 'b> {
                     sm.data[i] = atomic_apply(op, elem, o, v);
                     old.push(o);
                 }
-                if let Some((j, i, r)) = bad {
-                    let t = lane_at(lanes, j);
-                    return Err(match r {
-                        None => self.uninit_shared(si, i, MemAccess::Atomic, t),
-                        Some(r) => self.race(mem, i, RaceAccess::Atomic, t, r),
-                    });
+                if let Some((j, i, b)) = bad {
+                    let (access, t) = (MemAccess::Atomic, lane_at(lanes, j));
+                    return Err(self.shared_fault(mem, i, access, RaceAccess::Atomic, t, b));
                 }
                 let bytes = idx.len() as u64 * elem.size_bytes() as u64;
                 self.stats.shared_bytes_loaded += bytes;
