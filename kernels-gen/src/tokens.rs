@@ -934,8 +934,10 @@ pub fn score_chunk(
     pages: Option<&ChunkPages>,
     prefetched: Option<&KPrefetch>,
 ) -> (Vec<Vec<Var>>, Vec<Var>) {
+    // Rows from global memory are issued first, so no load waits on the prefetched rows' copies.
+    let ahead = prefetched.map_or(0, |pf| pf.rows);
     let mut rows = Vec::new();
-    for r in 0..tile.tokens_per_group {
+    for r in (ahead..tile.tokens_per_group).chain(0..ahead) {
         let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
         let kv = match prefetched.filter(|pf| r < pf.rows) {
             Some(pf) => {
@@ -958,11 +960,12 @@ pub fn score_chunk(
                 kv
             }
         };
-        rows.push((t, valid, kv));
+        rows.push((r, t, valid, kv));
     }
+    rows.sort_by_key(|row| row.0);
     let mut z: Vec<Vec<Var>> = vec![Vec::new(); q.q.len()];
     let mut positions = Vec::new();
-    for (t, valid, kv) in rows {
+    for (_, t, valid, kv) in rows {
         let partial: Vec<(Reduce, Expr)> =
             q.q.iter()
                 .map(|qg| {
