@@ -11,8 +11,8 @@
 use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{
-    chunk_offset, load_queries, load_queries_mma, score_chunk, score_chunk_mma, KPrefetch, Lanes, Layout,
-    PageBufs, TokenSource,
+    chunk_offset, load_queries, load_queries_mma, score_chunk, score_chunk_mma, Lanes, Layout, PageBufs,
+    TokenSource,
 };
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec};
@@ -130,23 +130,12 @@ pub fn score_kernel(
     let ahead = tile.page_lookahead(spec, alibi);
     let lookahead = staged.filter(|_| ahead).map(|cp| {
         let la = src.lookahead(&mut k, &cp, tile.threads);
+        k.if_(c_first.lt(c_end), |k| {
+            src.fetch_logical(k, &cp, &la, c_first.e());
+            src.fetch_physical(k, &cp, &la, c_first.e());
+        });
         (cp, la)
     });
-    // A walk that looks its pages up ahead also copies the first rows of each chunk's K into
-    // shared memory ahead (the FMA pass; the tensor-core pass loads its rows by warp shuffles).
-    let prefetch = match &lookahead {
-        Some((cp, _)) if !tile.mma => KPrefetch::new(&mut k, tile, &lanes, cp, keys),
-        _ => None,
-    };
-    if let Some((cp, la)) = &lookahead {
-        k.if_(c_first.lt(c_end), |k| {
-            src.fetch_logical(k, cp, la, c_first.e());
-            src.fetch_physical(k, cp, la, c_first.e());
-            if let Some(pf) = &prefetch {
-                pf.issue(k, &src, &lanes, cp, la, keys, c_first);
-            }
-        });
-    }
     k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
         let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
         // Uniform: a chunk past this split's run is skipped by every thread.
@@ -164,28 +153,10 @@ pub fn score_kernel(
                 (None, Some(cp)) => src.stage_at(k, cp, c0, tile.threads),
                 (None, None) => {}
             }
-            let (z, t) = if tile.mma {
-                score_chunk_mma(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref())
-            } else {
-                score_chunk(
-                    k,
-                    tile,
-                    &lanes,
-                    &src,
-                    keys,
-                    &qr,
-                    c0,
-                    staged.as_ref(),
-                    prefetch.as_ref(),
-                )
-            };
+            let score = if tile.mma { score_chunk_mma } else { score_chunk };
+            let (z, t) = score(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
             if let (Some((cp, la)), Some((c_next, has_next))) = (&lookahead, next) {
-                k.if_(has_next, |k| {
-                    src.fetch_physical(k, cp, la, c_next.e());
-                    if let Some(pf) = &prefetch {
-                        pf.issue(k, &src, &lanes, cp, la, keys, c_next);
-                    }
-                });
+                k.if_(has_next, |k| src.fetch_physical(k, cp, la, c_next.e()));
             }
             let bounds = z.iter().map(|zg| zg.iter().map(|&v| (v, v)).collect()).collect();
             // A staged chunk's candidates look their positions up again when appended (a

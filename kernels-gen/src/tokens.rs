@@ -378,120 +378,9 @@ impl TokenSource {
     /// Element offset of the K/V row of iteration index `c`, `off = c − c0` into the chunk
     /// staged at `c0` (u32).
     pub fn staged_row(&self, k: &mut KernelBuilder, cp: &ChunkPages, c: Var, off: Var) -> Var {
-        self.staged_row_in(k, cp, cp.phys, c, off)
-    }
-
-    /// [`TokenSource::staged_row`] with the chunk's physical pages in `phys` (a shared array
-    /// laid out as `cp.phys`).
-    fn staged_row_in(&self, k: &mut KernelBuilder, cp: &ChunkPages, phys: Buf, c: Var, off: Var) -> Var {
         let p = cp.page_size as i64;
-        let page = phys.at(cp.index(off)).i64();
+        let page = cp.phys.at(cp.index(off)).i64();
         k.let_("row", self.page_row(page, p, c & (p - 1)))
-    }
-}
-
-/// The first rows of a chunk's K, copied into shared memory (`cp.async`) while the chunk before
-/// it is still being streamed: its candidates appended, its bound tightened by block-wide
-/// Newton steps, which is time in which a CTA otherwise has no load in flight. Each thread
-/// copies exactly the bytes it reads back later, so only its own wait orders them, with no
-/// barrier. The rows cost shared memory instead of registers.
-pub struct KPrefetch {
-    /// Rows `r < rows` of each lane group come from `slots`.
-    pub rows: u32,
-    /// `[rows][parts][threads][vec]` elements: a thread's 16-byte pieces lie 16 bytes apart
-    /// from its neighbours', so a warp's reads and copies touch every bank once.
-    slots: Buf,
-    /// The physical pages of the chunk being prefetched (laid out as [`ChunkPages`]'s).
-    next_phys: Buf,
-    parts: u32,
-    threads: u32,
-    tid: Var,
-}
-
-/// Shared memory a CTA spends on [`KPrefetch`] at most: 32 KB, and no more than leaves ~200 KB
-/// of the SM's 228 KB to the CTAs a tile plans to run on it.
-fn k_prefetch_budget(tile: &DenseTile) -> u32 {
-    let ctas = tile.ctas_per_sm.max(tile.score_min_blocks).max(1);
-    (32 << 10).min((200 << 10) / ctas)
-}
-
-impl KPrefetch {
-    /// As many rows as fit [`k_prefetch_budget`] (none when not even one does).
-    pub fn new(
-        k: &mut KernelBuilder,
-        tile: &DenseTile,
-        lanes: &Lanes,
-        cp: &ChunkPages,
-        keys: Buf,
-    ) -> Option<KPrefetch> {
-        let row_bytes = tile.threads * lanes.dims * keys.elem.size_bytes();
-        let rows = (k_prefetch_budget(tile) / row_bytes).min(tile.tokens_per_group);
-        if rows == 0 {
-            return None;
-        }
-        let parts = lanes.dims / lanes.vec;
-        Some(KPrefetch {
-            rows,
-            slots: k.shared("k_ahead", keys.elem, rows * parts * tile.threads * lanes.vec),
-            next_phys: k.shared("k_ahead_phys", Scalar::I32, cp.pages),
-            parts,
-            threads: tile.threads,
-            tid: k.let_("k_ahead_tid", k.thread_idx()),
-        })
-    }
-
-    /// Element of `slots` where piece `part` of this thread's row `r` lives.
-    fn slot(&self, lanes: &Lanes, r: u32, part: u32) -> Expr {
-        ((r * self.parts + part) * self.threads + self.tid) * lanes.vec
-    }
-
-    /// Copy rows `r < rows` of the chunk at iteration index `c0` (whose pages `la` holds) into
-    /// the slots, as one group. Every thread of the block calls this (it synchronises once,
-    /// after publishing the pages); the copies stay in flight until [`KPrefetch::wait`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn issue(
-        &self,
-        k: &mut KernelBuilder,
-        src: &TokenSource,
-        lanes: &Lanes,
-        cp: &ChunkPages,
-        la: &PageLookahead,
-        keys: Buf,
-        c0: Var,
-    ) {
-        // The previous chunk's readers of `next_phys` passed the stage's barriers since.
-        for j in 0..la.phys.len() {
-            let i = k.let_("ka_i", self.tid + (j as u32 * la.threads));
-            k.if_(i.lt(cp.pages), |k| k.store(self.next_phys, i, la.phys[j]));
-        }
-        k.barrier();
-        let lane_off = k.let_("ka_lane_off", (lanes.sub * lanes.dims).i64());
-        for r in 0..self.rows {
-            // As `token_row`: an index past the walk reads the chunk's first token.
-            let off = k.let_("ka_off", chunk_offset(lanes, r));
-            let c = k.let_("ka_c", c0 + off.i64());
-            let inside = k.let_("ka_inside", c.lt(src.len));
-            let c_load = k.let_("ka_c_load", select(inside, c, c0));
-            let off_load = k.let_("ka_off_load", select(inside, off, 0u32));
-            let row = src.staged_row_in(k, cp, self.next_phys, c_load, off_load);
-            for part in 0..self.parts {
-                let from = row + lane_off + (part * lanes.vec) as i64;
-                k.copy_async(self.slots, self.slot(lanes, r, part), keys, from, lanes.vec);
-            }
-        }
-        k.copy_async_commit();
-    }
-
-    /// Wait for this thread's copies (before reading its rows).
-    pub fn wait(&self, k: &mut KernelBuilder) {
-        k.copy_async_wait(0);
-    }
-
-    /// This lane's pieces of row `r` (< `rows`), as [`score_chunk`] would load them.
-    fn load(&self, k: &mut KernelBuilder, lanes: &Lanes, r: u32) -> Vec<Var> {
-        (0..self.parts)
-            .flat_map(|part| k.load_vec("k", self.slots, self.slot(lanes, r, part), lanes.vec))
-            .collect()
     }
 }
 
@@ -920,8 +809,7 @@ pub fn score_chunk_mma(
 
 /// Exact entmax-space scores of one chunk of iteration indices `[c0, c0 + chunk_len)`:
 /// `z[g][r]` (−∞ where invalid) and the positions (i64), with the chunk's pages from `pages`
-/// when staged. All K loads of the chunk are issued before the first multiply; the first
-/// `prefetched.rows` rows were copied into shared memory ahead (waited for here).
+/// when staged. All K loads of the chunk are issued before the first multiply.
 #[allow(clippy::too_many_arguments)]
 pub fn score_chunk(
     k: &mut KernelBuilder,
@@ -932,40 +820,25 @@ pub fn score_chunk(
     q: &QueryRegs,
     c0: Var,
     pages: Option<&ChunkPages>,
-    prefetched: Option<&KPrefetch>,
 ) -> (Vec<Vec<Var>>, Vec<Var>) {
-    // Rows from global memory are issued first, so no load waits on the prefetched rows' copies.
-    let ahead = prefetched.map_or(0, |pf| pf.rows);
     let mut rows = Vec::new();
-    for r in (ahead..tile.tokens_per_group).chain(0..ahead) {
+    for r in 0..tile.tokens_per_group {
         let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
-        let kv = match prefetched.filter(|pf| r < pf.rows) {
-            Some(pf) => {
-                if r == 0 {
-                    pf.wait(k);
-                }
-                pf.load(k, lanes, r)
-            }
-            None => {
-                let lane_off = (lanes.sub * lanes.dims).i64();
-                let mut kv = Vec::new();
-                for part in 0..lanes.dims / lanes.vec {
-                    kv.extend(k.load_vec(
-                        "k",
-                        keys,
-                        row + lane_off.clone() + (part * lanes.vec) as i64,
-                        lanes.vec,
-                    ));
-                }
-                kv
-            }
-        };
-        rows.push((r, t, valid, kv));
+        let lane_off = (lanes.sub * lanes.dims).i64();
+        let mut kv = Vec::new();
+        for part in 0..lanes.dims / lanes.vec {
+            kv.extend(k.load_vec(
+                "k",
+                keys,
+                row + lane_off.clone() + (part * lanes.vec) as i64,
+                lanes.vec,
+            ));
+        }
+        rows.push((t, valid, kv));
     }
-    rows.sort_by_key(|row| row.0);
     let mut z: Vec<Vec<Var>> = vec![Vec::new(); q.q.len()];
     let mut positions = Vec::new();
-    for (_, t, valid, kv) in rows {
+    for (t, valid, kv) in rows {
         let partial: Vec<(Reduce, Expr)> =
             q.q.iter()
                 .map(|qg| {
