@@ -19,7 +19,7 @@
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
 //! | byte permute `prmt`          | `llvm.nvvm.prmt` (selector as an i32 operand)        | same so far |
 //! | tensor-core `mma` m16n8k16   | `llvm.nvvm.mma.m16n8k16.row.col.{f32.f32,bf16}`; f16 operands `<2 x half>`, bf16 `i32` | re-check |
-//! | async copy to shared         | inline PTX `cp.async` (the intrinsics' patterns need one pointer width); `llvm.nvvm.cp.async.{commit,wait}.group` | re-check the intrinsics with short pointers |
+//! | async copy to shared         | inline PTX `cp.async.ca` (the intrinsics' patterns need one pointer width); `llvm.nvvm.cp.async.{commit,wait}.group` | re-check the intrinsics with short pointers |
 //! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
 //! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
 //!
@@ -302,11 +302,13 @@ pub fn mma_words(bf16: bool) -> bool {
     bf16
 }
 
-/// `cp.async.{ca,cg}.shared.global [dst], [src], bytes` (sm_80+) as inline PTX: LLVM 19's
+/// `cp.async.ca.shared.global [dst], [src], bytes` (sm_80+) as inline PTX: LLVM 19's
 /// `llvm.nvvm.cp.async.*.shared.global.*` patterns want both pointers of one width, and with
 /// 32-bit shared pointers (`-nvptx-short-ptr`) instruction selection fails ("Cannot select").
-/// `dst` is the 32-bit shared address, `src` the 64-bit global one. 16-byte copies bypass L1
-/// (`.cg`: the bytes are read once, into shared memory); PTX allows `.cg` only for 16 bytes.
+/// `dst` is the 32-bit shared address, `src` the 64-bit global one. The copy goes through L1
+/// (`.ca`) at every size: with `.cg` (L2 only), a warp whose lanes each copy 16 bytes of a
+/// 64-byte run per instruction fetched every 32-byte sector from L2 twice, and `wide`'s dense
+/// pass ran 1.5–1.7× slower than with `.ca` (results/2026-12-06-k-prefetch, calls 3 and 4).
 /// It has side effects and clobbers memory, so LLVM neither drops nor moves it.
 pub fn copy_async<'ctx>(
     ctx: &'ctx Context,
@@ -315,17 +317,15 @@ pub fn copy_async<'ctx>(
     dst: inkwell::values::IntValue<'ctx>,
     src: inkwell::values::IntValue<'ctx>,
 ) -> Result<(), CodegenError> {
-    let cache = match bytes {
-        4 | 8 => "ca",
-        16 => "cg",
-        _ => return Err(CodegenError::Builder(format!("cp.async of {bytes} bytes"))),
-    };
+    if !matches!(bytes, 4 | 8 | 16) {
+        return Err(CodegenError::Builder(format!("cp.async of {bytes} bytes")));
+    }
     let fn_ty = ctx
         .void_type()
         .fn_type(&[ctx.i32_type().into(), ctx.i64_type().into()], false);
     let asm = ctx.create_inline_asm(
         fn_ty,
-        format!("cp.async.{cache}.shared.global [$0], [$1], {bytes};"),
+        format!("cp.async.ca.shared.global [$0], [$1], {bytes};"),
         "r,l,~{memory}".to_string(),
         true,
         false,

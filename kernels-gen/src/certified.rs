@@ -1105,10 +1105,9 @@ impl BoundCtx<'_> {
             let row = self.src.row(k, t.e());
             let mq = m.query(k);
             let mut z = Vec::new();
-            m.warp
-                .row_dots(k, self.keys, &mq, group, row, true, None, |k, g, dot| {
-                    z.push(entmax_score(k, &self.src, qr.alibi[g], dot, t, active));
-                });
+            m.warp.row_dots(k, self.keys, &mq, group, row, true, |k, g, dot| {
+                z.push(entmax_score(k, &self.src, qr.alibi[g], dot, t, active));
+            });
             return z;
         }
         let first = k.let_("qdim_r", self.lanes.sub * self.lanes.dims);

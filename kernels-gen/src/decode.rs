@@ -11,8 +11,8 @@
 use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::stream::{CandidateBufs, ChunkScores, Stream};
 use crate::tokens::{
-    chunk_offset, load_queries, load_queries_mma, score_chunk, score_chunk_mma, Lanes, Layout, MmaStage,
-    PageBufs, TokenSource,
+    chunk_offset, load_queries, load_queries_mma, score_chunk, score_chunk_mma, Lanes, Layout, PageBufs,
+    TokenSource,
 };
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::{paged_decode_entry_names, DecodeSpec, DenseTile, PagedSpec};
@@ -136,15 +136,8 @@ pub fn score_kernel(
         });
         (cp, la)
     });
-    // A full walk on the tensor cores copies each next chunk's K into shared memory ahead.
-    let stage = (matches!(layout, Layout::Paged { .. }) && tile.mma)
-        .then(|| MmaStage::new(&mut k, tile, spec.head_dim, keys))
-        .flatten();
-    if let Some(st) = &stage {
-        k.if_(c_first.lt(c_end), |k| st.issue(k, &lanes, &src, keys, c_first));
-    }
-    k.for_("chunk", 0i32, chunks.clone(), 1i32, |k, chunk| {
-        let c0 = k.let_("c0", c_first + chunk.clone().i64() * chunk_len as i64);
+    k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
+        let c0 = k.let_("c0", c_first + chunk.i64() * chunk_len as i64);
         // Uniform: a chunk past this split's run is skipped by every thread.
         k.if_(c0.lt(c_end), |k| {
             // The next chunk, when this walk looks ahead and this is not its run's last.
@@ -160,28 +153,8 @@ pub fn score_kernel(
                 (None, Some(cp)) => src.stage_at(k, cp, c0, tile.threads),
                 (None, None) => {}
             }
-            let (z, t) = if tile.mma {
-                score_chunk_mma(
-                    k,
-                    tile,
-                    &lanes,
-                    &src,
-                    keys,
-                    &qr,
-                    c0,
-                    staged.as_ref(),
-                    stage.as_ref(),
-                )
-            } else {
-                score_chunk(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref())
-            };
-            if let Some(st) = &stage {
-                let c_next = k.let_("c_next", c0 + chunk_len as i64);
-                let last = (chunk.clone() + 1i32).ge(chunks.clone());
-                k.if_(c_next.lt(c_end).and(last.not()), |k| {
-                    st.issue(k, &lanes, &src, keys, c_next)
-                });
-            }
+            let score = if tile.mma { score_chunk_mma } else { score_chunk };
+            let (z, t) = score(k, tile, &lanes, &src, keys, &qr, c0, staged.as_ref());
             if let (Some((cp, la)), Some((c_next, has_next))) = (&lookahead, next) {
                 k.if_(has_next, |k| src.fetch_physical(k, cp, la, c_next.e()));
             }

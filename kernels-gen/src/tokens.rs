@@ -659,35 +659,6 @@ pub struct WarpMma {
 }
 
 impl WarpMma {
-    /// Elements a load moves: 16 bytes, or this lane's whole quarter when shorter.
-    fn vec(&self, elem: Scalar) -> u32 {
-        self.slice.min(16 / elem.size_bytes())
-    }
-
-    /// Element offset (i64) of this lane's quarter of row `i` of its warp's four rows (tokens
-    /// g, g+8, 16+g, 24+g), given every lane's own token row `row`: two shuffles.
-    fn row_at(&self, k: &mut KernelBuilder, row: Var, i: u32) -> Var {
-        let row_lo = k.let_("row_lo", row.cast(Scalar::U32));
-        let row_hi = k.let_("row_hi", (row >> 32i64).cast(Scalar::U32));
-        let from = k.let_("row_from", self.g + 8 * i);
-        let lo = k.shuffle(ShuffleMode::Idx, row_lo, from);
-        let hi = k.shuffle(ShuffleMode::Idx, row_hi, from);
-        k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + self.quarter.i64())
-    }
-
-    /// This lane's quarters of its warp's four rows, loaded from `keys`.
-    fn row_quarters(&self, k: &mut KernelBuilder, keys: Buf, row: Var) -> Vec<Vec<Var>> {
-        let vec = self.vec(keys.elem);
-        (0..4)
-            .map(|i| {
-                let at = self.row_at(k, row, i);
-                (0..self.slice / vec)
-                    .flat_map(|j| k.load_vec("k", keys, at + (j * vec) as i64, vec))
-                    .collect()
-            })
-            .collect()
-    }
-
     pub fn new(k: &mut KernelBuilder, head_dim: u32) -> WarpMma {
         let lane = k.let_("lane", k.lane());
         let slice = head_dim / 4;
@@ -707,9 +678,6 @@ impl WarpMma {
     /// 16-byte vector at a time, each consumed by its products before the next loads (16
     /// registers of K in flight instead of d/2: for a pass whose registers are spent elsewhere);
     /// otherwise all of them first.
-    ///
-    /// With `given`, the four rows' quarters (as [`WarpMma::row_quarters`] loads them) are
-    /// already in registers, and `row` is not read.
     #[allow(clippy::too_many_arguments)]
     pub fn row_dots(
         &self,
@@ -719,11 +687,18 @@ impl WarpMma {
         heads: usize,
         row: Var,
         staged: bool,
-        given: Option<Vec<Vec<Var>>>,
         mut per_head: impl FnMut(&mut KernelBuilder, usize, Expr),
     ) {
-        let vec = self.vec(keys.elem);
-        let row_at = |k: &mut KernelBuilder, i: u32| self.row_at(k, row, i);
+        let vec = self.slice.min(16 / keys.elem.size_bytes());
+        let row_lo = k.let_("row_lo", row.cast(Scalar::U32));
+        let row_hi = k.let_("row_hi", (row >> 32i64).cast(Scalar::U32));
+        // Rows g, g+8, 16+g, 24+g of this warp's 32 tokens, each this lane's quarter of d.
+        let row_at = |k: &mut KernelBuilder, i: u32| {
+            let from = k.let_("row_from", self.g + 8 * i);
+            let lo = k.shuffle(ShuffleMode::Idx, row_lo, from);
+            let hi = k.shuffle(ShuffleMode::Idx, row_hi, from);
+            k.let_("row_at", (hi.i64() << 32i64 | lo.i64()) + self.quarter.i64())
+        };
         let load = |k: &mut KernelBuilder, at: Var, j: u32| k.load_vec("k", keys, at + (j * vec) as i64, vec);
         // One product of tile `tl` (rows `2tl`, `2tl + 1` of `parts`) from element `base` of each
         // row's slice: A's columns 2t, 2t+1, 2t+8, 2t+9 are four consecutive dimensions.
@@ -765,10 +740,12 @@ impl WarpMma {
                 }
             }
         } else {
-            let parts = match given {
-                Some(parts) => parts,
-                None => self.row_quarters(k, keys, row),
-            };
+            let parts: Vec<Vec<Var>> = (0..4)
+                .map(|i| {
+                    let at = row_at(k, i);
+                    (0..self.slice / vec).flat_map(|j| load(k, at, j)).collect()
+                })
+                .collect();
             for (tl, acc) in acc.iter_mut().enumerate() {
                 for (j, b) in mq.b.iter().enumerate() {
                     *acc = product(k, &parts, tl, 4 * j, b, acc);
@@ -799,90 +776,8 @@ impl WarpMma {
     }
 }
 
-/// The next chunk's K, copied into shared memory (`cp.async`) by the tensor-core pass of a
-/// full walk while the current chunk is scored and streamed, so a CTA has a chunk's bytes in
-/// flight through its appends and Newton steps too (without it, one 128-thread CTA of `wide`
-/// loads a 32 KB chunk and then waits on nothing but its own arithmetic). Each lane copies the
-/// 16-byte pieces it later reads itself, so its own wait orders them, with no barrier; the
-/// rows cost shared memory instead of registers.
-pub struct MmaStage {
-    /// Rounds `r < rows` of a chunk come from `slots`.
-    rows: u32,
-    /// `[rows][pieces][threads][vec]` elements: a lane's pieces lie 16 bytes apart from its
-    /// neighbours', so a warp's copies and reads touch every bank once.
-    slots: Buf,
-    pieces: u32,
-    vec: u32,
-    threads: u32,
-    tid: Var,
-}
-
-impl MmaStage {
-    /// As many rounds as fit 32 KB of shared memory and no more than leaves ~200 KB of the
-    /// SM's 228 KB to the CTAs the tile plans on it (none when not even one round does).
-    pub fn new(k: &mut KernelBuilder, tile: &DenseTile, head_dim: u32, keys: Buf) -> Option<MmaStage> {
-        let ctas = tile.ctas_per_sm.max(tile.score_min_blocks).max(1);
-        let budget = (32u32 << 10).min((200 << 10) / ctas);
-        let round_bytes = tile.threads * head_dim * keys.elem.size_bytes();
-        let rows = (budget / round_bytes).min(tile.tokens_per_group);
-        if rows == 0 {
-            return None;
-        }
-        let slice = head_dim / 4;
-        let vec = slice.min(16 / keys.elem.size_bytes());
-        let pieces = 4 * slice / vec;
-        Some(MmaStage {
-            rows,
-            slots: k.shared("k_stage", keys.elem, rows * pieces * tile.threads * vec),
-            pieces,
-            vec,
-            threads: tile.threads,
-            tid: k.let_("k_stage_tid", k.thread_idx()),
-        })
-    }
-
-    fn slot(&self, r: u32, piece: u32) -> Expr {
-        ((r * self.pieces + piece) * self.threads + self.tid) * self.vec
-    }
-
-    /// Copy rounds `r < rows` of the chunk at iteration index `c0` into the slots, as one group
-    /// (a full walk: each token looks its page up itself).
-    pub fn issue(&self, k: &mut KernelBuilder, lanes: &Lanes, src: &TokenSource, keys: Buf, c0: Var) {
-        let warp = WarpMma::new(k, src.head_dim);
-        let per_row = self.pieces / 4;
-        for r in 0..self.rows {
-            let (_, row, _) = token_row(k, lanes, src, c0, None, r);
-            for i in 0..4 {
-                let at = warp.row_at(k, row, i);
-                for j in 0..per_row {
-                    let from = at + (j * self.vec) as i64;
-                    k.copy_async(self.slots, self.slot(r, i * per_row + j), keys, from, self.vec);
-                }
-            }
-        }
-        k.copy_async_commit();
-    }
-
-    /// Round `r`'s quarters, as [`WarpMma::row_quarters`] would load them (the first round
-    /// waits for this lane's copies).
-    fn quarters(&self, k: &mut KernelBuilder, r: u32) -> Vec<Vec<Var>> {
-        if r == 0 {
-            k.copy_async_wait(0);
-        }
-        let per_row = self.pieces / 4;
-        (0..4)
-            .map(|i| {
-                (0..per_row)
-                    .flat_map(|j| k.load_vec("k", self.slots, self.slot(r, i * per_row + j), self.vec))
-                    .collect()
-            })
-            .collect()
-    }
-}
-
 /// [`score_chunk`] on the tensor cores ([`WarpMma`]): in each round `r` a warp scores its 32
-/// tokens (lane `l` owns token `l`, as in [`chunk_offset`]); rounds `r < staged.rows` come from
-/// the copies [`MmaStage::issue`] made of this chunk.
+/// tokens (lane `l` owns token `l`, as in [`chunk_offset`]).
 #[allow(clippy::too_many_arguments)]
 pub fn score_chunk_mma(
     k: &mut KernelBuilder,
@@ -893,7 +788,6 @@ pub fn score_chunk_mma(
     q: &QueryRegs,
     c0: Var,
     pages: Option<&ChunkPages>,
-    staged: Option<&MmaStage>,
 ) -> (Vec<Vec<Var>>, Vec<Var>) {
     let mq = q
         .mma
@@ -905,8 +799,7 @@ pub fn score_chunk_mma(
     let mut positions = Vec::new();
     for r in 0..tile.tokens_per_group {
         let (t, row, valid) = token_row(k, lanes, src, c0, pages, r);
-        let given = staged.filter(|st| r < st.rows).map(|st| st.quarters(k, r));
-        warp.row_dots(k, keys, mq, heads, row, false, given, |k, h, dot| {
+        warp.row_dots(k, keys, mq, heads, row, false, |k, h, dot| {
             z[h].push(entmax_score(k, src, q.alibi[h], dot, t, valid));
         });
         positions.push(t);
