@@ -128,7 +128,13 @@ pub struct Stream<'a> {
     /// below use them, so they skip their leading barriers (`*_reusing`).
     pub red: Buf,
     pub scan: Buf,
+    /// Candidates appended since the bounds were last tightened (block-uniform).
+    pending: Var,
 }
+
+/// Tighten the bounds once this many candidates were appended since the last time (over all
+/// heads of the group), not after every chunk that appends.
+pub const TIGHTEN_AFTER: i32 = 32;
 
 impl<'a> Stream<'a> {
     /// Declare the shared scratch and one empty segment per head; `seg_index(g)` is the
@@ -166,6 +172,7 @@ impl<'a> Stream<'a> {
             segs,
             red,
             scan,
+            pending: k.let_typed("pending", Scalar::I32, 0),
         }
     }
 
@@ -222,19 +229,26 @@ impl<'a> Stream<'a> {
             k.assign(s.count, s.count + total);
             k.assign(added, added + total);
         }
-        // Tighten after every chunk that appends (a Newton sweep is one load a thread while a
+        // Tighten once enough candidates piled up (a Newton sweep is one load a thread while a
         // segment fits the block).
+        k.assign(self.pending, self.pending + added);
         let threads = self.tile.threads as i32;
-        k.if_(added.gt(0i32), |k| {
-            k.barrier(); // the appends above are read back below
-            let his: Vec<Var> = self.segs.iter().map(|s| k.let_("hi_b", s.hi)).collect();
-            for _ in 0..self.tile.newton_steps {
-                self.newton(k, &his);
-            }
+        k.if_(self.pending.ge(TIGHTEN_AFTER), |k| {
+            self.tighten(k);
             for s in &self.segs {
                 k.if_(s.count.gt(threads), |k| self.prune(k, s));
             }
         });
+    }
+
+    /// The tile's Newton steps on every head's bound, over the segments as they are.
+    fn tighten(&self, k: &mut KernelBuilder) {
+        k.barrier(); // the appends are read back below
+        let his: Vec<Var> = self.segs.iter().map(|s| k.let_("hi_b", s.hi)).collect();
+        for _ in 0..self.tile.newton_steps {
+            self.newton(k, &his);
+        }
+        k.assign(self.pending, 0i32);
     }
 
     /// Every head's `(exclusive offset, block total)` of its per-thread `counts`. Two heads
@@ -316,6 +330,9 @@ impl<'a> Stream<'a> {
 
     /// Final prune and the per-split count and bound (segment number `seg_index(g)`).
     pub fn finish(&self, k: &mut KernelBuilder, seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr) {
+        // Candidates appended since the last tightening: tighten before the final prune, so
+        // the finish pass gets the bound the old per-chunk rule would have left.
+        k.if_(self.pending.gt(0i32), |k| self.tighten(k));
         let tid = k.let_("tid_f", k.thread_idx());
         for (g, s) in self.segs.iter().enumerate() {
             self.prune(k, s);
