@@ -128,12 +128,18 @@ pub struct Stream<'a> {
     /// below use them, so they skip their leading barriers (`*_reusing`).
     pub red: Buf,
     pub scan: Buf,
-    /// Candidates appended since the bounds were last tightened (block-uniform).
-    pending: Var,
+    /// With a GQA group: candidates appended since the bounds were last tightened
+    /// (block-uniform), see [`TIGHTEN_AFTER`].
+    pending: Option<Var>,
 }
 
-/// Tighten the bounds once this many candidates were appended since the last time (over all
-/// heads of the group), not after every chunk that appends.
+/// A stream of a GQA group (G ≥ 2) tightens its bounds once this many candidates were appended
+/// since the last time (over the group's heads) instead of after every chunk that appends, and
+/// once more before a split's final prune. A tightening's Newton steps sweep G segments and
+/// reduce 2G sums; the bounds they buy are per head. On an H100 (results/2026-12-06-tighten)
+/// this took `gqa`'s dense, top-k and Gaussian steps 5–8% faster at 128k and 1M and `wide`'s
+/// 2–4%. With one head (`paper`) it changed nothing but dense at 1M, 10% slower, so G = 1
+/// tightens after every appending chunk as before.
 pub const TIGHTEN_AFTER: i32 = 32;
 
 impl<'a> Stream<'a> {
@@ -172,7 +178,7 @@ impl<'a> Stream<'a> {
             segs,
             red,
             scan,
-            pending: k.let_typed("pending", Scalar::I32, 0),
+            pending: (spec.group >= 2).then(|| k.let_typed("pending", Scalar::I32, 0)),
         }
     }
 
@@ -229,11 +235,17 @@ impl<'a> Stream<'a> {
             k.assign(s.count, s.count + total);
             k.assign(added, added + total);
         }
-        // Tighten once enough candidates piled up (a Newton sweep is one load a thread while a
-        // segment fits the block).
-        k.assign(self.pending, self.pending + added);
+        // Tighten after every chunk that appends, or for a group once enough candidates piled
+        // up (a Newton sweep is one load a thread while a segment fits the block).
+        let due = match self.pending {
+            Some(pending) => {
+                k.assign(pending, pending + added);
+                pending.ge(TIGHTEN_AFTER)
+            }
+            None => added.gt(0i32),
+        };
         let threads = self.tile.threads as i32;
-        k.if_(self.pending.ge(TIGHTEN_AFTER), |k| {
+        k.if_(due, |k| {
             self.tighten(k);
             for s in &self.segs {
                 k.if_(s.count.gt(threads), |k| self.prune(k, s));
@@ -248,7 +260,9 @@ impl<'a> Stream<'a> {
         for _ in 0..self.tile.newton_steps {
             self.newton(k, &his);
         }
-        k.assign(self.pending, 0i32);
+        if let Some(pending) = self.pending {
+            k.assign(pending, 0i32);
+        }
     }
 
     /// Every head's `(exclusive offset, block total)` of its per-thread `counts`. Two heads
@@ -330,9 +344,11 @@ impl<'a> Stream<'a> {
 
     /// Final prune and the per-split count and bound (segment number `seg_index(g)`).
     pub fn finish(&self, k: &mut KernelBuilder, seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr) {
-        // Candidates appended since the last tightening: tighten before the final prune, so
-        // the finish pass gets the bound the old per-chunk rule would have left.
-        k.if_(self.pending.gt(0i32), |k| self.tighten(k));
+        // A group's candidates appended since its last tightening: tighten before the final
+        // prune, so the finish pass gets the bound the per-chunk rule would have left.
+        if let Some(pending) = self.pending {
+            k.if_(pending.gt(0i32), |k| self.tighten(k));
+        }
         let tid = k.let_("tid_f", k.thread_idx());
         for (g, s) in self.segs.iter().enumerate() {
             self.prune(k, s);
