@@ -138,8 +138,9 @@ pub struct Stream<'a> {
 /// once more before a split's final prune. A tightening's Newton steps sweep G segments and
 /// reduce 2G sums; the bounds they buy are per head. On an H100 (results/2026-12-06-tighten)
 /// this took `gqa`'s dense and Gaussian steps 5–8% faster at 128k and 1M (top-k 5% at 1M) and
-/// `wide`'s 3–4% (top-k 2% at 1M); top-k at 128k and every step at 32k stayed within +1.6%. With one head (`paper`) it changed
-/// nothing but dense at 1M, 10% slower, so G = 1 tightens after every appending chunk as before.
+/// `wide`'s 3–4% (top-k 2% at 1M); top-k at 128k and every step at 32k stayed within +1.6%.
+/// With one head (`paper`) it changed nothing but dense at 1M, 10% slower, so G = 1 tightens
+/// after every appending chunk as before.
 pub const TIGHTEN_AFTER: i32 = 32;
 
 impl<'a> Stream<'a> {
