@@ -31,7 +31,7 @@
 use crate::finish::{gather, solve_tau, solver_cut, write_output, CandInputs, OutputBufs, Scratch, Source};
 use crate::page_meta;
 use crate::seed::RepairGate;
-use crate::stream::{CandidateBufs, ChunkScores, Stream};
+use crate::stream::{CandidateBufs, ChunkScores, Stream, Tightening};
 use crate::tokens::{
     entmax_score, load_queries, load_queries_mma, slope, Lanes, Layout, MmaQuery, PageBufs, QueryRegs,
     TokenSource, WarpMma,
@@ -290,7 +290,16 @@ fn score_pass(
             &mut k, ds, tile, bufs, &seg_index, split_len, global,
         ))
     } else {
-        Streams::Block(Stream::new(&mut k, ds, tile, bufs, &seg_index, split_len))
+        // Tightening after every appending chunk: gating was timed on the decode passes only.
+        Streams::Block(Stream::new(
+            &mut k,
+            ds,
+            tile,
+            bufs,
+            &seg_index,
+            split_len,
+            Tightening::EveryChunk,
+        ))
     };
     // The chunk's pages' affine terms, computed once per page and head (not per token).
     let p = spec.page_size;

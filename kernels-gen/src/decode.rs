@@ -9,7 +9,7 @@
 //! threshold, `p_j = [z_j − τ]_+^β` with `β = 1/(α−1)`.
 
 use crate::finish::{gather, solve_tau, write_output, CandInputs, OutputBufs, Scratch, Source};
-use crate::stream::{CandidateBufs, ChunkScores, Stream};
+use crate::stream::{CandidateBufs, ChunkScores, Stream, Tightening};
 use crate::tokens::{
     chunk_offset, load_queries, load_queries_mma, score_chunk, score_chunk_mma, Lanes, Layout, PageBufs,
     TokenSource,
@@ -110,7 +110,8 @@ pub fn score_kernel(
         let _ = k;
         (b * q_heads + h).i64() * splits.i64() + split.i64()
     };
-    let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len);
+    let tightening = Tightening::for_score_pass(spec, alibi);
+    let stream = Stream::new(&mut k, spec, tile, bufs, &seg_index, split_len, tightening);
     // A selection's pages are looked up once per chunk into shared memory
     // (`TokenSource::stage`, `stage_at`) when its chunks are page-aligned; the dense walk
     // reads its block table per token, which measured faster there at 128k and 1M.

@@ -128,19 +128,39 @@ pub struct Stream<'a> {
     /// below use them, so they skip their leading barriers (`*_reusing`).
     pub red: Buf,
     pub scan: Buf,
-    /// With a GQA group: candidates appended since the bounds were last tightened
-    /// (block-uniform), see [`TIGHTEN_AFTER`].
+    /// With [`Tightening::Gated`]: candidates appended since the bounds were last tightened
+    /// (block-uniform).
     pending: Option<Var>,
 }
 
-/// A stream of a GQA group (G ≥ 2) tightens its bounds once this many candidates were appended
-/// since the last time (over the group's heads) instead of after every chunk that appends, and
-/// once more before a split's final prune. A tightening's Newton steps sweep G segments and
-/// reduce 2G sums; the bounds they buy are per head. On an H100 (results/2026-12-06-tighten)
-/// this took `gqa`'s dense and Gaussian steps 5–8% faster at 128k and 1M (top-k 5% at 1M) and
-/// `wide`'s 3–4% (top-k 2% at 1M); top-k at 128k and every step at 32k stayed within +1.6%.
-/// With one head (`paper`) it changed nothing but dense at 1M, 10% slower, so G = 1 tightens
-/// after every appending chunk as before.
+/// When a stream tightens its bounds (Newton steps on every head's segment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tightening {
+    /// After every chunk that appends.
+    EveryChunk,
+    /// Once [`TIGHTEN_AFTER`] candidates were appended since the last time (over the group's
+    /// heads), and once more before a split's final prune if any were.
+    Gated,
+}
+
+impl Tightening {
+    /// The score passes' rule: gated for a GQA group without ALiBi. A tightening's Newton
+    /// steps sweep G segments and reduce 2G sums, and the bounds they buy are per head. On an
+    /// H100 (results/2026-12-06-tighten) gating took `gqa`'s dense and Gaussian steps 5–8%
+    /// faster at 128k and 1M (top-k 5% at 1M) and `wide`'s 3–4% (top-k 2% at 1M); top-k at
+    /// 128k and every step at 32k stayed within +1.6%. With one head (`paper`) it changed
+    /// nothing but dense at 1M, 10% slower. With ALiBi the one register it holds spilled a
+    /// group's pass that sits at 128 (d = 32, G = 4, bf16: 148 B; tests/emit_ptxas).
+    pub fn for_score_pass(spec: &DecodeSpec, alibi: bool) -> Tightening {
+        if spec.group >= 2 && !alibi {
+            Tightening::Gated
+        } else {
+            Tightening::EveryChunk
+        }
+    }
+}
+
+/// Candidates a [`Tightening::Gated`] stream lets pile up before it tightens.
 pub const TIGHTEN_AFTER: i32 = 32;
 
 impl<'a> Stream<'a> {
@@ -156,6 +176,7 @@ impl<'a> Stream<'a> {
         bufs: CandidateBufs,
         seg_index: &dyn Fn(&mut KernelBuilder, u32) -> Expr,
         seg_len: Var,
+        tightening: Tightening,
     ) -> Stream<'a> {
         let warps = tile.threads / WARP;
         let red = k.shared("red", Scalar::F32, warps * 2 * spec.group);
@@ -179,7 +200,7 @@ impl<'a> Stream<'a> {
             segs,
             red,
             scan,
-            pending: (spec.group >= 2).then(|| k.let_typed("pending", Scalar::I32, 0)),
+            pending: (tightening == Tightening::Gated).then(|| k.let_typed("pending", Scalar::I32, 0)),
         }
     }
 
