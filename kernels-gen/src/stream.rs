@@ -138,8 +138,8 @@ pub struct Stream<'a> {
 pub enum Tightening {
     /// After every chunk that appends.
     EveryChunk,
-    /// Once [`TIGHTEN_AFTER`] candidates were appended since the last time (over the group's
-    /// heads), and once more before a split's final prune if any were.
+    /// Once [`Stream::tighten_after`] candidates were appended since the last time (over the
+    /// group's heads), and once more before a split's final prune if any were.
     Gated,
 }
 
@@ -160,7 +160,7 @@ impl Tightening {
     }
 }
 
-/// Candidates a [`Tightening::Gated`] stream lets pile up before it tightens.
+/// The fewest candidates a [`Tightening::Gated`] stream lets pile up before it tightens.
 pub const TIGHTEN_AFTER: i32 = 32;
 
 impl<'a> Stream<'a> {
@@ -262,7 +262,7 @@ impl<'a> Stream<'a> {
         let due = match self.pending {
             Some(pending) => {
                 k.assign(pending, pending + added);
-                pending.ge(TIGHTEN_AFTER)
+                pending.ge(self.tighten_after())
             }
             None => added.gt(0i32),
         };
@@ -273,6 +273,16 @@ impl<'a> Stream<'a> {
                 k.if_(s.count.gt(threads), |k| self.prune(k, s));
             }
         });
+    }
+
+    /// Candidates a gated stream lets pile up: one per 16 scores a chunk (chunk length × G), at
+    /// least [`TIGHTEN_AFTER`], so it tightens about as often per chunk whatever the tile.
+    /// Against 32 for every tile (H100, results/2026-12-06-tighten/4-scaled-gqa), `gqa`'s
+    /// tiles (192 and 128) took its steps 2–4% faster at 32k and 128k and up to 1% at 1M (top-k
+    /// at 32k +1.3%); `wide`'s 128-token chunks of four heads give 32 again. 1-ab had measured
+    /// 128 for every tile up to 2 points faster than 32 on `gqa` and slower on `wide`.
+    fn tighten_after(&self) -> i32 {
+        TIGHTEN_AFTER.max((self.tile.chunk_len() * self.spec.group / 16) as i32)
     }
 
     /// The tile's Newton steps on every head's bound, over the segments as they are.
