@@ -1089,25 +1089,16 @@ impl<'k, 'b> Machine<'k, 'b> {
         }
     }
 
-    /// Land thread `t`'s async copy: its bytes are written now, by `t`, in this epoch.
+    /// Land thread `t`'s async copy: its bytes are stored now, by `t`, in this barrier interval
+    /// (through [`Machine::store`], so with its race tracking and statistics).
     fn land(&mut self, t: u32, copy: PendingCopy) -> FResult<()> {
-        let (gen, epoch, races) = (self.gen, self.epoch, self.races);
-        let sm = &mut self.shared[copy.array];
+        let (a, n) = (copy.array, copy.values.len());
+        self.shared[a].inflight[copy.first..copy.first + n].fill(0);
+        self.copies_in_flight -= n as u64;
+        let mem = Mem::Shared(SharedId(a as u32));
         for (c, &x) in copy.values.iter().enumerate() {
-            let i = copy.first + c;
-            sm.inflight[i] = 0;
-            if races {
-                if let Err(r) = sm.track[i].write(epoch, (t / WARP) as u8) {
-                    let mem = Mem::Shared(SharedId(copy.array as u32));
-                    return Err(self.race(mem, i, RaceAccess::Write, t, r));
-                }
-            }
-            sm.data[i] = x;
-            sm.gen[i] = gen;
+            self.store(mem, &[copy.first as u64], c, &[t], &[x])?;
         }
-        self.copies_in_flight -= copy.values.len() as u64;
-        self.stats.shared_bytes_stored +=
-            copy.values.len() as u64 * self.k.shared[copy.array].elem.size_bytes() as u64;
         Ok(())
     }
 
