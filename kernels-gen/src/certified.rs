@@ -252,343 +252,353 @@ fn score_pass(
         Some(g) => Some(g.runs(&mut k, b, kv_heads, kvh)),
         None => walk_gate,
     };
-    let lanes = Lanes::new(&mut k, ds, tile);
-    let owner = k.let_("owner", lanes.sub.eq_(0u32));
-    let qr = load_queries(&mut k, ds, &lanes, q, slopes, b, kvh, q_heads);
-    // Tokens before the last page have a sketch; the last page is scored exactly. It starts at
-    // position `sketched`, and at iteration index `tail_start` (the last selected page's).
-    let sketched = k.let_("sketched", (src.seq_len - 1i64) / p as i64 * p as i64);
-    let tail_start = if selected {
-        k.let_("tail_start", src.len - p as i64)
-    } else {
-        sketched
-    };
-    let chunk_len = tile.chunk_len();
-    let split_len = k.let_("split_len", chunks.i64() * chunk_len as i64);
-    // Which iteration indices this split walks: its plan's range, for the selected walk too.
-    // Dealing a short selection out in runs over the splits (`TokenSource::selection_run`, as
-    // the sparse decode does) measured slower on `peaked` at 1M (score + finish 0.18 → 0.33 ms,
-    // results/2026-11-30-pruned/runs-63a44dc): each run's bound sees two chunks, so the finish
-    // pass gets many more candidates; one CTA walking the whole short selection prunes it.
-    let c_split = k.let_("c_split", split.i64() * split_len);
-    let c_end = src.len;
-    let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
-        (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
-    };
-    // A per-token grid (4-bit sketches) streams warp-locally: ~1% of its tokens clear the
-    // running bound and are rescored from K in batches (`RescoreQueue`), and no other
-    // warp waits for that round trip (`warp_stream`). The 8-bit pass keeps the block stream.
-    let streams = if grid {
-        // One index for the group (its first head's); head `g` is `g` past it. A 64-bit
-        // index a head spilled GQA 8 (results/2026-12-01-exact-finish/4-head-bound-ab).
-        let global = head_bound.map(|buf| HeadBounds {
-            buf,
-            first: k.let_("head_at", (b * q_heads + kvh * ds.group).i64()),
-            seeded,
-        });
-        Streams::Warp(WarpStream::new(
-            &mut k, ds, tile, bufs, &seg_index, split_len, global,
-        ))
-    } else {
-        // Tightening after every appending chunk: gating was timed on the decode passes only.
-        Streams::Block(Stream::new(
-            &mut k,
-            ds,
-            tile,
-            bufs,
-            &seg_index,
-            split_len,
-            Tightening::EveryChunk,
-        ))
-    };
-    // The chunk's pages' affine terms, computed once per page and head (not per token).
-    let p = spec.page_size;
-    if chunk_len % p != 0 && p % chunk_len != 0 {
-        return Err(entkv_abi::SpecError::BadTile {
-            kernel: "select_certified",
-            reason: format!("chunk of {chunk_len} tokens must divide or be a multiple of page size {p}"),
-        }
-        .into());
-    }
-    // A per-token grid needs one set of terms per head for the whole pass.
-    let ppc = if grid { 1 } else { (chunk_len / p).max(1) };
-    let terms = Terms::declare(&mut k, spec, ppc, tile.threads, &qr);
-    // Rescoring on the tensor cores (`_tc`, 4-bit sketches only; the checks-only pass rescores
-    // nothing).
-    let mma = (tile.mma && refine && grid).then(|| {
-        let init = load_queries_mma(&mut k, ds, q, slopes, b, kvh, q_heads)
-            .mma
-            .expect("load_queries_mma fills the fragments");
-        MmaRescore::declare(&mut k, ds.head_dim, init)
-    });
-    let ctx = BoundCtx {
-        spec,
-        lanes,
-        src,
-        keys,
-        bounds: bounds_buf,
-        sketch,
-        sketched,
-        slack: slack(ds.head_dim),
-        terms,
-        mma,
-    };
-    let err = std::cell::Cell::new(None);
-    // Per token and head `(lb, ub)` and the token positions, written by either body below.
-    let neg_inf = f64::NEG_INFINITY;
-    let bounds: Vec<Vec<(Var, Var)>> = (0..ds.group)
-        .map(|_| {
-            (0..tile.tokens_per_group)
-                .map(|_| {
-                    (
-                        k.let_typed("lbv", Scalar::F32, neg_inf),
-                        k.let_typed("ubv", Scalar::F32, neg_inf),
-                    )
-                })
-                .collect()
-        })
-        .collect();
-    // Loop-carried: a chunk's tokens and their sketch words. They are loaded one chunk ahead,
-    // right after the current chunk is scored, so the loads fly during the stream's block
-    // reductions and the next chunk's page terms (registers are the words the scoring just
-    // consumed). The shipped full walk over a per-token grid (`interleaved`) loads each token
-    // of the next chunk as soon as the current one is scored instead.
-    let n_words = lanes.dims * spec.sketch_bits / 32;
-    let interleaved = refine && grid && !selected;
-    let tokens: Vec<ChunkToken> = (0..tile.tokens_per_group)
-        .map(|r| {
-            let local = (lanes.tgroup + r * lanes.token_groups).i64();
-            ChunkToken {
-                t: k.let_typed("t32", Scalar::I32, 0i32),
-                valid: k.let_typed("valid", Scalar::Bool, false),
-                page_in_chunk: k.let_("pic", (local / p as i64).i32().min(ppc as i32 - 1)),
-                words: (0..n_words)
-                    .map(|_| k.let_typed("skw", Scalar::U32, 0u32))
-                    .collect(),
-                range: grid.then(|| k.let_typed("skr", Scalar::U32, 0u32)),
-            }
-        })
-        .collect();
-    let positions: Vec<Var> = (0..tile.tokens_per_group)
-        .map(|_| k.let_typed("pos", Scalar::I32, 0i32))
-        .collect();
-    // A full walk over a per-token grid looks its pages up a chunk before it loads their
-    // sketch rows (`pages`, the pool page of each token of the chunk after next): a chunk's
-    // sketch loads then wait for one round trip, not for a block-table load and then the row.
-    // The warp stream leaves little work between a chunk's loads and their use. A selected
-    // walk finds positions through the selection, and the 8-bit pass hides its loads behind
-    // the block stream and the page terms (a register a token more spilled it at d = 128,
-    // G = 4): both keep one-stage loads.
-    let pages: Vec<Var> = (0..if selected || !grid {
-        0
-    } else {
-        tile.tokens_per_group
-    })
-        .map(|_| k.let_typed("pg_ahead", Scalar::I32, 0i32))
-        .collect();
-    // Positions of the full walk in 32 bits (plans refuse sequences of 2³¹ tokens): every
-    // 64-bit operation is two or three instructions, and this address arithmetic runs for
-    // every token.
-    let look_up_pages = |k: &mut KernelBuilder, c0: Expr| {
-        let c0 = k.let_("c0_pages", c0.i32());
-        let len = k.let_("len32", src.len.i32());
-        for (r, page) in pages.iter().enumerate() {
-            let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
-            let c = k.let_("ci_p", c0 + local);
-            // Unsigned: a chunk past 2³¹ − 1 wraps negative.
-            let t = select(c.u32().lt(len.u32()), c, 0i32);
-            let p = src.phys_page(k, t);
-            k.assign(*page, p);
-        }
-    };
-    // Token `r` of the chunk at `c0` into its registers (token `r` of a lane group is the
-    // chunk's `tgroup + r·token_groups`: a warp's loads of one `r` are whole rows of 32 tokens).
-    let load_token = |k: &mut KernelBuilder, c0: Expr, r: usize| {
-        let tok = &tokens[r];
-        let (t, valid, code_at, range_at) = match pages.get(r) {
-            // The looked-up page is token 0's where this one is out of range, as `t` is.
-            Some(page) => {
-                let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
-                let c = k.let_("ci", c0.i32() + local);
-                let valid = k.let_("valid_n", c.u32().lt(src.len.u32()));
-                let t = k.let_("t", select(valid, c, 0i32).i64());
-                let block = k.let_("sk_block", ctx.src.page_block(page.e()));
-                let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
-                (
-                    t,
-                    valid,
-                    page_meta::sketch_code_in(spec, block.e(), slot.e()),
-                    page_meta::sketch_range_in(spec, block.e(), slot.e()),
-                )
-            }
-            None => {
-                let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
-                let c = k.let_("ci", c0 + local);
-                let in_range = k.let_("in_range", c.lt(src.len));
-                let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
-                let valid = k.let_("valid_n", src.valid(c, t));
-                let t = k.let_("t", select(valid, t, 0i64));
-                let row = ctx.src.row(k, t.e());
-                let sketch_row = k.let_("sketch_row", row >> ds.head_dim.trailing_zeros() as i64);
-                (
-                    t,
-                    valid,
-                    page_meta::sketch_code_at(spec, sketch_row),
-                    page_meta::sketch_range_at(spec, sketch_row),
-                )
-            }
+    // A gated CTA (a pair the pass skips: the seeded repair launch's unflagged pairs, the other
+    // walk's pairs) returns before its prologue: q, the page terms and the stream's shared
+    // state cost the gated-off grid of a seeded step's repair launch 15 µs on `wide` at 128k
+    // (results/2026-12-06-h200/2-ncu-steps), where the flag load alone is a round trip.
+    let pass = |k: &mut KernelBuilder| -> Result<(), KernelGenError> {
+        let lanes = Lanes::new(k, ds, tile);
+        let owner = k.let_("owner", lanes.sub.eq_(0u32));
+        let qr = load_queries(k, ds, &lanes, q, slopes, b, kvh, q_heads);
+        // Tokens before the last page have a sketch; the last page is scored exactly. It starts at
+        // position `sketched`, and at iteration index `tail_start` (the last selected page's).
+        let sketched = k.let_("sketched", (src.seq_len - 1i64) / p as i64 * p as i64);
+        let tail_start = if selected {
+            k.let_("tail_start", src.len - p as i64)
+        } else {
+            sketched
         };
-        match ctx.sketch_words(k, code_at) {
-            Ok(words) => {
-                k.assign(tok.t, t.i32());
-                k.assign(tok.valid, valid);
-                for (dst, w) in tok.words.iter().zip(words) {
-                    k.assign(*dst, w);
-                }
-                if let Some(r) = tok.range {
-                    let w = k.let_("range_word", ctx.sketch.at(range_at));
-                    k.assign(r, w);
-                }
-            }
-            Err(e) => {
-                err.replace(Some(e));
-            }
-        }
-    };
-    let load_chunk = |k: &mut KernelBuilder, c0: Var| {
-        for r in 0..tokens.len() {
-            load_token(k, c0.e(), r);
-        }
-    };
-    let queue = (refine && grid).then(|| RescoreQueue::new(&mut k, tile, &lanes));
-    // A queued batch: each lane group's token rescored exactly, raising the filter and
-    // appended where it clears it.
-    let rescore_batch = |k: &mut KernelBuilder, t: Var, active: Var| {
-        let Streams::Warp(ws) = &streams else {
-            unreachable!("only the warp stream queues rescorings");
+        let chunk_len = tile.chunk_len();
+        let split_len = k.let_("split_len", chunks.i64() * chunk_len as i64);
+        // Which iteration indices this split walks: its plan's range, for the selected walk too.
+        // Dealing a short selection out in runs over the splits (`TokenSource::selection_run`, as
+        // the sparse decode does) measured slower on `peaked` at 1M (score + finish 0.18 → 0.33 ms,
+        // results/2026-11-30-pruned/runs-63a44dc): each run's bound sees two chunks, so the finish
+        // pass gets many more candidates; one CTA walking the whole short selection prunes it.
+        let c_split = k.let_("c_split", split.i64() * split_len);
+        let c_end = src.len;
+        let seg_index = |_: &mut KernelBuilder, g: u32| -> Expr {
+            (b * q_heads + (kvh * ds.group + g)).i64() * splits.i64() + split.i64()
         };
-        let z = ctx.rescore(k, &qr, t, active);
-        let bounds: Vec<Vec<(Var, Var)>> = z.iter().map(|z| vec![(*z, *z)]).collect();
-        ws.raise(k, &bounds);
-        let appender = k.let_("q_owner", owner.and(active));
-        ws.append(
-            k,
-            &ChunkScores {
-                bounds,
-                position: &|_, _| t.e(),
-                owner: appender,
-            },
-        );
-    };
-    // A (sequence, KV head) whose pruning kept most pages is walked in full by
-    // `select_certified_rest` (see [`Walk`]); the other pass skips it (CTA-uniform), stream
-    // flush included, so each workspace segment has one writer.
-    let walk = |k: &mut KernelBuilder| {
-        if grid {
-            ctx.query_terms(k, &qr);
-        }
-        k.if_(c_split.lt(c_end), |k| {
-            look_up_pages(k, c_split.e());
-            load_chunk(k, c_split);
-            look_up_pages(k, c_split + chunk_len as i64);
-        });
-        k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
-            let chunk = k.let_("chunk_i", chunk);
-            let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
-            k.if_(c0.lt(c_end), |k| {
-                if !grid {
-                    ctx.page_terms(k, &qr, c0);
-                }
-                // Only the chunk that reaches the last page (never sketched) scores tokens exactly
-                // from K; every other chunk reads the sketch alone (block-uniform branch).
-                let score = |k: &mut KernelBuilder, tail: Tail, reload: Option<&TokenLoad>| {
-                    for (r, tok) in tokens.iter().enumerate() {
-                        for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, tail).into_iter().enumerate() {
-                            k.assign(bounds[g][r].0, lb);
-                            k.assign(bounds[g][r].1, ub);
-                        }
-                        k.assign(positions[r], tok.t);
-                        if let Some(reload) = reload {
-                            reload(k, r);
-                        }
-                    }
-                };
-                if interleaved {
-                    // Each token's registers take the next chunk's token as soon as it is
-                    // scored, so a lane's loads fly while it scores (the pass waits on its
-                    // loads: ncu's long-scoreboard stalls are 65% of a warp's cycles). The
-                    // chunk after the split's last loads too (in-pool addresses, unused).
-                    let c1 = c0 + chunk_len as i64;
-                    let reload = |k: &mut KernelBuilder, r: usize| load_token(k, c1.clone(), r);
-                    score(k, Tail::Open, Some(&reload));
-                } else if refine {
-                    score(k, Tail::Open, None);
-                } else {
-                    let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
-                    k.if_else(
-                        tail,
-                        |k| score(k, Tail::Exact, None),
-                        |k| score(k, Tail::Absent, None),
-                    );
-                }
-                if let Streams::Warp(ws) = &streams {
-                    ws.raise(k, &bounds);
-                }
-                // Whether token `r` needs rescoring: its bound clears the filter for some head
-                // (checked before the next chunk's loads reuse the token registers).
-                let need: Vec<Var> = match (&streams, &queue) {
-                    (Streams::Warp(ws), Some(_)) => (0..tile.tokens_per_group as usize)
-                        .map(|r| {
-                            let clears = ws
-                                .segs
-                                .iter()
-                                .zip(&bounds)
-                                .fold(boolc(false), |acc, (s, b)| acc.or(b[r].1.gt(s.filter)));
-                            k.let_("need", owner.and(clears))
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                // The next chunk's loads fly during the rescoring's round trip and the stream.
-                let c1 = k.let_("c1", c0 + chunk_len as i64);
-                let more = k.let_("more", (chunk + 1i32).lt(chunks).and(c1.lt(c_end)));
-                k.if_(more, |k| {
-                    if !interleaved {
-                        load_chunk(k, c1);
-                    }
-                    look_up_pages(k, c1 + chunk_len as i64);
-                });
-                let scores = ChunkScores {
-                    bounds: bounds.clone(),
-                    position: &|_, r| positions[r].e(),
-                    owner,
-                };
-                match (&streams, &queue) {
-                    // A token that clears the filter is queued for rescoring, and one that does
-                    // not would not be appended: nothing is appended from the sketch.
-                    (Streams::Warp(_), Some(q)) => {
-                        q.push(k, &need, &positions);
-                        q.drain(k, false, &rescore_batch);
-                    }
-                    (Streams::Warp(ws), None) => ws.append(k, &scores),
-                    (Streams::Block(bs), _) => bs.push(k, &scores),
-                }
+        // A per-token grid (4-bit sketches) streams warp-locally: ~1% of its tokens clear the
+        // running bound and are rescored from K in batches (`RescoreQueue`), and no other
+        // warp waits for that round trip (`warp_stream`). The 8-bit pass keeps the block stream.
+        let streams = if grid {
+            // One index for the group (its first head's); head `g` is `g` past it. A 64-bit
+            // index a head spilled GQA 8 (results/2026-12-01-exact-finish/4-head-bound-ab).
+            let global = head_bound.map(|buf| HeadBounds {
+                buf,
+                first: k.let_("head_at", (b * q_heads + kvh * ds.group).i64()),
+                seeded,
             });
-        });
-        if let Some(q) = &queue {
-            q.drain(k, true, &rescore_batch);
+            Streams::Warp(WarpStream::new(k, ds, tile, bufs, &seg_index, split_len, global))
+        } else {
+            // Tightening after every appending chunk: gating was timed on the decode passes only.
+            Streams::Block(Stream::new(
+                k,
+                ds,
+                tile,
+                bufs,
+                &seg_index,
+                split_len,
+                Tightening::EveryChunk,
+            ))
+        };
+        // The chunk's pages' affine terms, computed once per page and head (not per token).
+        let p = spec.page_size;
+        if chunk_len % p != 0 && p % chunk_len != 0 {
+            return Err(entkv_abi::SpecError::BadTile {
+                kernel: "select_certified",
+                reason: format!("chunk of {chunk_len} tokens must divide or be a multiple of page size {p}"),
+            }
+            .into());
         }
-        match &streams {
-            Streams::Warp(ws) => ws.finish(k),
-            Streams::Block(bs) => bs.finish(k, &seg_index),
+        // A per-token grid needs one set of terms per head for the whole pass.
+        let ppc = if grid { 1 } else { (chunk_len / p).max(1) };
+        let terms = Terms::declare(k, spec, ppc, tile.threads, &qr);
+        // Rescoring on the tensor cores (`_tc`, 4-bit sketches only; the checks-only pass rescores
+        // nothing).
+        let mma = (tile.mma && refine && grid).then(|| {
+            let init = load_queries_mma(k, ds, q, slopes, b, kvh, q_heads)
+                .mma
+                .expect("load_queries_mma fills the fragments");
+            MmaRescore::declare(k, ds.head_dim, init)
+        });
+        let ctx = BoundCtx {
+            spec,
+            lanes,
+            src,
+            keys,
+            bounds: bounds_buf,
+            sketch,
+            sketched,
+            slack: slack(ds.head_dim),
+            terms,
+            mma,
+        };
+        let err = std::cell::Cell::new(None);
+        // Per token and head `(lb, ub)` and the token positions, written by either body below.
+        let neg_inf = f64::NEG_INFINITY;
+        let bounds: Vec<Vec<(Var, Var)>> = (0..ds.group)
+            .map(|_| {
+                (0..tile.tokens_per_group)
+                    .map(|_| {
+                        (
+                            k.let_typed("lbv", Scalar::F32, neg_inf),
+                            k.let_typed("ubv", Scalar::F32, neg_inf),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        // Loop-carried: a chunk's tokens and their sketch words. They are loaded one chunk ahead,
+        // right after the current chunk is scored, so the loads fly during the stream's block
+        // reductions and the next chunk's page terms (registers are the words the scoring just
+        // consumed). The shipped full walk over a per-token grid (`interleaved`) loads each token
+        // of the next chunk as soon as the current one is scored instead.
+        let n_words = lanes.dims * spec.sketch_bits / 32;
+        let interleaved = refine && grid && !selected;
+        let tokens: Vec<ChunkToken> = (0..tile.tokens_per_group)
+            .map(|r| {
+                let local = (lanes.tgroup + r * lanes.token_groups).i64();
+                ChunkToken {
+                    t: k.let_typed("t32", Scalar::I32, 0i32),
+                    valid: k.let_typed("valid", Scalar::Bool, false),
+                    page_in_chunk: k.let_("pic", (local / p as i64).i32().min(ppc as i32 - 1)),
+                    words: (0..n_words)
+                        .map(|_| k.let_typed("skw", Scalar::U32, 0u32))
+                        .collect(),
+                    range: grid.then(|| k.let_typed("skr", Scalar::U32, 0u32)),
+                }
+            })
+            .collect();
+        let positions: Vec<Var> = (0..tile.tokens_per_group)
+            .map(|_| k.let_typed("pos", Scalar::I32, 0i32))
+            .collect();
+        // A full walk over a per-token grid looks its pages up a chunk before it loads their
+        // sketch rows (`pages`, the pool page of each token of the chunk after next): a chunk's
+        // sketch loads then wait for one round trip, not for a block-table load and then the row.
+        // The warp stream leaves little work between a chunk's loads and their use. A selected
+        // walk finds positions through the selection, and the 8-bit pass hides its loads behind
+        // the block stream and the page terms (a register a token more spilled it at d = 128,
+        // G = 4): both keep one-stage loads.
+        let pages: Vec<Var> = (0..if selected || !grid {
+            0
+        } else {
+            tile.tokens_per_group
+        })
+            .map(|_| k.let_typed("pg_ahead", Scalar::I32, 0i32))
+            .collect();
+        // Positions of the full walk in 32 bits (plans refuse sequences of 2³¹ tokens): every
+        // 64-bit operation is two or three instructions, and this address arithmetic runs for
+        // every token.
+        let look_up_pages = |k: &mut KernelBuilder, c0: Expr| {
+            let c0 = k.let_("c0_pages", c0.i32());
+            let len = k.let_("len32", src.len.i32());
+            for (r, page) in pages.iter().enumerate() {
+                let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
+                let c = k.let_("ci_p", c0 + local);
+                // Unsigned: a chunk past 2³¹ − 1 wraps negative.
+                let t = select(c.u32().lt(len.u32()), c, 0i32);
+                let p = src.phys_page(k, t);
+                k.assign(*page, p);
+            }
+        };
+        // Token `r` of the chunk at `c0` into its registers (token `r` of a lane group is the
+        // chunk's `tgroup + r·token_groups`: a warp's loads of one `r` are whole rows of 32 tokens).
+        let load_token = |k: &mut KernelBuilder, c0: Expr, r: usize| {
+            let tok = &tokens[r];
+            let (t, valid, code_at, range_at) = match pages.get(r) {
+                // The looked-up page is token 0's where this one is out of range, as `t` is.
+                Some(page) => {
+                    let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
+                    let c = k.let_("ci", c0.i32() + local);
+                    let valid = k.let_("valid_n", c.u32().lt(src.len.u32()));
+                    let t = k.let_("t", select(valid, c, 0i32).i64());
+                    let block = k.let_("sk_block", ctx.src.page_block(page.e()));
+                    let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
+                    (
+                        t,
+                        valid,
+                        page_meta::sketch_code_in(spec, block.e(), slot.e()),
+                        page_meta::sketch_range_in(spec, block.e(), slot.e()),
+                    )
+                }
+                None => {
+                    let local = (lanes.tgroup + r as u32 * lanes.token_groups).i64();
+                    let c = k.let_("ci", c0 + local);
+                    let in_range = k.let_("in_range", c.lt(src.len));
+                    let t = src.position(k, select(in_range, c, 0i64).into_expr(None));
+                    let valid = k.let_("valid_n", src.valid(c, t));
+                    let t = k.let_("t", select(valid, t, 0i64));
+                    let row = ctx.src.row(k, t.e());
+                    let sketch_row = k.let_("sketch_row", row >> ds.head_dim.trailing_zeros() as i64);
+                    (
+                        t,
+                        valid,
+                        page_meta::sketch_code_at(spec, sketch_row),
+                        page_meta::sketch_range_at(spec, sketch_row),
+                    )
+                }
+            };
+            match ctx.sketch_words(k, code_at) {
+                Ok(words) => {
+                    k.assign(tok.t, t.i32());
+                    k.assign(tok.valid, valid);
+                    for (dst, w) in tok.words.iter().zip(words) {
+                        k.assign(*dst, w);
+                    }
+                    if let Some(r) = tok.range {
+                        let w = k.let_("range_word", ctx.sketch.at(range_at));
+                        k.assign(r, w);
+                    }
+                }
+                Err(e) => {
+                    err.replace(Some(e));
+                }
+            }
+        };
+        let load_chunk = |k: &mut KernelBuilder, c0: Var| {
+            for r in 0..tokens.len() {
+                load_token(k, c0.e(), r);
+            }
+        };
+        let queue = (refine && grid).then(|| RescoreQueue::new(k, tile, &lanes));
+        // A queued batch: each lane group's token rescored exactly, raising the filter and
+        // appended where it clears it.
+        let rescore_batch = |k: &mut KernelBuilder, t: Var, active: Var| {
+            let Streams::Warp(ws) = &streams else {
+                unreachable!("only the warp stream queues rescorings");
+            };
+            let z = ctx.rescore(k, &qr, t, active);
+            let bounds: Vec<Vec<(Var, Var)>> = z.iter().map(|z| vec![(*z, *z)]).collect();
+            ws.raise(k, &bounds);
+            let appender = k.let_("q_owner", owner.and(active));
+            ws.append(
+                k,
+                &ChunkScores {
+                    bounds,
+                    position: &|_, _| t.e(),
+                    owner: appender,
+                },
+            );
+        };
+        // A (sequence, KV head) whose pruning kept most pages is walked in full by
+        // `select_certified_rest` (see [`Walk`]); the other pass skips it (CTA-uniform), stream
+        // flush included, so each workspace segment has one writer.
+        let walk = |k: &mut KernelBuilder| {
+            if grid {
+                ctx.query_terms(k, &qr);
+            }
+            k.if_(c_split.lt(c_end), |k| {
+                look_up_pages(k, c_split.e());
+                load_chunk(k, c_split);
+                look_up_pages(k, c_split + chunk_len as i64);
+            });
+            k.for_("chunk", 0i32, chunks, 1i32, |k, chunk| {
+                let chunk = k.let_("chunk_i", chunk);
+                let c0 = k.let_("c0", c_split + chunk.i64() * chunk_len as i64);
+                k.if_(c0.lt(c_end), |k| {
+                    if !grid {
+                        ctx.page_terms(k, &qr, c0);
+                    }
+                    // Only the chunk that reaches the last page (never sketched) scores tokens exactly
+                    // from K; every other chunk reads the sketch alone (block-uniform branch).
+                    let score = |k: &mut KernelBuilder, tail: Tail, reload: Option<&TokenLoad>| {
+                        for (r, tok) in tokens.iter().enumerate() {
+                            for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, tail).into_iter().enumerate() {
+                                k.assign(bounds[g][r].0, lb);
+                                k.assign(bounds[g][r].1, ub);
+                            }
+                            k.assign(positions[r], tok.t);
+                            if let Some(reload) = reload {
+                                reload(k, r);
+                            }
+                        }
+                    };
+                    if interleaved {
+                        // Each token's registers take the next chunk's token as soon as it is
+                        // scored, so a lane's loads fly while it scores (the pass waits on its
+                        // loads: ncu's long-scoreboard stalls are 65% of a warp's cycles). The
+                        // chunk after the split's last loads too (in-pool addresses, unused).
+                        let c1 = c0 + chunk_len as i64;
+                        let reload = |k: &mut KernelBuilder, r: usize| load_token(k, c1.clone(), r);
+                        score(k, Tail::Open, Some(&reload));
+                    } else if refine {
+                        score(k, Tail::Open, None);
+                    } else {
+                        let tail = k.let_("tail", (c0 + chunk_len as i64).gt(tail_start));
+                        k.if_else(
+                            tail,
+                            |k| score(k, Tail::Exact, None),
+                            |k| score(k, Tail::Absent, None),
+                        );
+                    }
+                    if let Streams::Warp(ws) = &streams {
+                        ws.raise(k, &bounds);
+                    }
+                    // Whether token `r` needs rescoring: its bound clears the filter for some head
+                    // (checked before the next chunk's loads reuse the token registers).
+                    let need: Vec<Var> = match (&streams, &queue) {
+                        (Streams::Warp(ws), Some(_)) => (0..tile.tokens_per_group as usize)
+                            .map(|r| {
+                                let clears = ws
+                                    .segs
+                                    .iter()
+                                    .zip(&bounds)
+                                    .fold(boolc(false), |acc, (s, b)| acc.or(b[r].1.gt(s.filter)));
+                                k.let_("need", owner.and(clears))
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    // The next chunk's loads fly during the rescoring's round trip and the stream.
+                    let c1 = k.let_("c1", c0 + chunk_len as i64);
+                    let more = k.let_("more", (chunk + 1i32).lt(chunks).and(c1.lt(c_end)));
+                    k.if_(more, |k| {
+                        if !interleaved {
+                            load_chunk(k, c1);
+                        }
+                        look_up_pages(k, c1 + chunk_len as i64);
+                    });
+                    let scores = ChunkScores {
+                        bounds: bounds.clone(),
+                        position: &|_, r| positions[r].e(),
+                        owner,
+                    };
+                    match (&streams, &queue) {
+                        // A token that clears the filter is queued for rescoring, and one that does
+                        // not would not be appended: nothing is appended from the sketch.
+                        (Streams::Warp(_), Some(q)) => {
+                            q.push(k, &need, &positions);
+                            q.drain(k, false, &rescore_batch);
+                        }
+                        (Streams::Warp(ws), None) => ws.append(k, &scores),
+                        (Streams::Block(bs), _) => bs.push(k, &scores),
+                    }
+                });
+            });
+            if let Some(q) = &queue {
+                q.drain(k, true, &rescore_batch);
+            }
+            match &streams {
+                Streams::Warp(ws) => ws.finish(k),
+                Streams::Block(bs) => bs.finish(k, &seg_index),
+            }
+        };
+        walk(k);
+        match err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     };
     match walk_gate {
-        Some(gate) => k.if_(gate, walk),
-        None => walk(&mut k),
-    }
-    if let Some(e) = err.take() {
-        return Err(e);
+        Some(gate) => {
+            let mut res = Ok(());
+            k.if_(gate, |k| res = pass(k));
+            res?
+        }
+        None => pass(&mut k)?,
     }
     Ok(k.finish()?)
 }
