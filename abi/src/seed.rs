@@ -9,8 +9,9 @@
 //! interpreter still counts 24% of K read at 1M, seeded 12% (`results/2026-12-05-seed/`, CPU
 //! only).
 //!
-//! The estimate `s` comes from exact scores of every [`SEED_STRIDE`]-th token (one a stride,
-//! its slot within the stride scrambled): the smaller of the [`seed_rank`]-th largest sample
+//! The estimate `s` comes from exact scores of one token in [`SEED_STRIDE`] (runs of
+//! [`SEED_RUN`] adjacent tokens, one run a `SEED_RUN · SEED_STRIDE` tokens, its slot
+//! scrambled): the smaller of the [`seed_rank`]-th largest sample
 //! and the threshold of the samples each weighted [`SEED_WEIGHT`]`·`[`SEED_STRIDE`] (the
 //! sample standing for the tokens it skipped, discounted). Neither is a bound, so the step
 //! verifies: with `K` the kept set, `τ(K) ≤ τ` always (K ⊆ all tokens), and
@@ -70,9 +71,17 @@ const _: () = assert!(SEED_RANK_SHORT < SEED_RANK_LONG && SEED_MIN_SAMPLES >= SE
 /// in 0–50% of the heads, 0.5 alone in up to 25%, 0.5 with the rank cap in none.
 pub const SEED_WEIGHT: f64 = 0.5;
 
-/// Odd multiplier that scrambles a sample's slot within its stride (`j·37 mod 64`), so samples
-/// are not all the same slot of their pages.
+/// Odd multiplier that scrambles a run's slot within its block (`r·37 mod 64` runs of
+/// [`SEED_RUN`] tokens), so samples are not all the same slot of their pages.
 pub const SEED_SCRAMBLE: u64 = 37;
+
+/// Samples come in runs of this many adjacent tokens, each run starting at a multiple of
+/// [`SEED_RUN`] (so inside one page: pages hold 16, 32 or 64 tokens). A run's K rows are
+/// contiguous in the pool, so a warp reads whole 256-byte stretches at d = 32, where single
+/// scattered 64-byte rows moved 1.45 TB/s on an H100 (the scores kernel: 139 µs of `paper`'s
+/// seeded step at 1M, results/2026-12-06-gate/1-ab). On iid keys the estimate's statistics
+/// are the same; where neighbouring keys are alike a run counts for less than four samples.
+pub const SEED_RUN: u32 = 4;
 
 /// Threads a block of the seed kernels (`certified_seed_scores`, `certified_seed`,
 /// `certified_verify`).
@@ -88,11 +97,21 @@ pub fn seed_samples(max_tokens: u64) -> u64 {
     max_tokens.div_ceil(SEED_STRIDE as u64).max(1)
 }
 
-/// Token position of sample `j`: `j·stride + (j·scramble mod stride)`. The kernels compute the
-/// same in i64; a position at or past the sequence's length is no sample.
+/// Token position of sample `j`, in run `r = j / run`: `r·run·stride + (r·scramble mod
+/// stride)·run + j mod run`. The kernels compute the same in i64; a position at or past the
+/// sequence's length is no sample.
 pub fn seed_position(j: u64) -> u64 {
-    let s = SEED_STRIDE as u64;
-    j * s + (j * SEED_SCRAMBLE) % s
+    let (s, run) = (SEED_STRIDE as u64, SEED_RUN as u64);
+    let r = j / run;
+    r * run * s + (r * SEED_SCRAMBLE) % s * run + j % run
+}
+
+/// Whether token `t` is a sample's position ([`seed_position`] of some `j`).
+pub fn is_seed_position(t: u64) -> bool {
+    let (s, run) = (SEED_STRIDE as u64, SEED_RUN as u64);
+    let r = t / (run * s);
+    let start = r * run * s + (r * SEED_SCRAMBLE) % s * run;
+    (start..start + run).contains(&t)
 }
 
 /// Entry names of the seed kernels: `certified_seed_scores__…`, `certified_seed__…`,
@@ -112,15 +131,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sample_positions_cover_every_stride_once() {
-        let s = SEED_STRIDE as u64;
+    fn sample_positions_cover_every_block_with_one_run() {
+        let (s, run) = (SEED_STRIDE as u64, SEED_RUN as u64);
         let mut slots = vec![false; s as usize];
-        for j in 0..s {
-            let t = seed_position(j);
-            assert_eq!(t / s, j, "sample {j} lies in its own stride");
-            slots[(t % s) as usize] = true;
+        for r in 0..s {
+            let first = seed_position(r * run);
+            assert_eq!(first / (run * s), r, "run {r} lies in its own block");
+            assert_eq!(first % run, 0, "run {r} starts at a multiple of the run");
+            slots[(first % (run * s) / run) as usize] = true;
+            for i in 0..run {
+                let t = seed_position(r * run + i);
+                assert_eq!(t, first + i, "a run's samples are adjacent");
+                assert_eq!(t / 16, first / 16, "a run stays in its page");
+                assert!(is_seed_position(t));
+            }
+            assert!(!is_seed_position(first + run) || first + run == seed_position((r + 1) * run));
         }
         assert!(slots.iter().all(|&x| x), "the scramble visits every slot");
+        let sampled = (0..64 * s).filter(|&t| is_seed_position(t)).count() as u64;
+        assert_eq!(sampled, 64, "one token in a stride");
         assert_eq!(seed_samples(1), 1);
         assert_eq!(seed_samples(64), 1);
         assert_eq!(seed_samples(65), 2);

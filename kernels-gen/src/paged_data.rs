@@ -6,7 +6,7 @@
 
 use crate::data::{normal, round_to, Tensor};
 use crate::reference::{attend, DecodeReference};
-use entkv_abi::seed::{seed_position, SEED_STRIDE};
+use entkv_abi::seed::is_seed_position;
 use entkv_abi::{sketch_levels, sketch_step, PagedShape, PagedSpec};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -207,7 +207,7 @@ impl PagedCase {
             }
             KeyData::SeedDecoy => {
                 let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
-                let sampled = |t: usize| seed_position(t as u64 / SEED_STRIDE as u64) == t as u64;
+                let sampled = |t: usize| is_seed_position(t as u64);
                 for t in 0..len {
                     let scale = if sampled(t) {
                         4.0
