@@ -55,8 +55,8 @@ pub enum KeyData {
     /// wrong way shows as a token scoring outside its page's bounds.
     BoxCorner,
     /// A decoy for the seeded certified pass (`entkv_abi::seed`): the tokens its samples read
-    /// (`seed_position`) point along the group's first query (norm 4, z ≈ 4(α−1)), and the
-    /// token after each a little less (3.8): the samples over-represent high scores, so the
+    /// (`is_seed_position`) point along the group's first query (norm 4, z ≈ 4(α−1)), and the
+    /// token after each run a little less (3.8): the samples over-represent high scores, so the
     /// estimate passes τ, the first pass drops support (the 3.8s), and only the repair gets
     /// the output right. Everything else is iid N(0, 1).
     SeedDecoy,
