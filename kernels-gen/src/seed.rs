@@ -147,9 +147,9 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// goes below `max − w^(1−α)`, where smaller samples weigh 0. The first sweep keeps each
 /// thread's `cap` largest samples in registers; a warp merges its lanes' lists into its own
 /// `cap`-th largest, and `L` is the largest of those. A second sweep gathers the samples at or
-/// above `c` into shared memory (typically tens: [`SEED_KEEP`] hold them), and every warp runs
-/// the rank steps and Newton steps over those alone, reducing with shuffles (no barrier a
-/// step); a head with more sweeps its row with the whole block, as every head did before.
+/// above `c` into shared memory (typically tens: [`SEED_KEEP`] hold them), and the rank steps
+/// and Newton steps sweep those instead of the head's whole row (16384 samples at 1M, read
+/// about 15 times before); a head with more falls back to its row.
 pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     tile.check_for(spec, DecodeKind::Certified)?;
     let ds = &spec.decode;
@@ -247,49 +247,28 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
     k.barrier();
     let n_kept = k.let_("n_kept", kept_n.at(0u32));
     let in_shared = k.let_("in_shared", n_kept.le(SEED_KEEP as i32));
-    // One sweep: `body(acc, z)` updates a thread's accumulators, which are then reduced. The
-    // gathered samples are few, so every warp sweeps all of them and reduces with shuffles
-    // alone (no barrier a step: the rank and Newton steps are a chain of ~20 reductions);
-    // a head that did not fit sweeps its row with the whole block.
-    let lane = k.let_("lane", k.lane());
+    let n_sweep = k.let_("n_sweep", select(in_shared, n_kept, samples));
+    // One sweep over the gathered samples (or the head's row): `body(acc, z)` updates this
+    // thread's accumulators, which are then reduced over the block.
     let sweep =
         |k: &mut KernelBuilder, items: &[(Reduce, f64)], body: &dyn Fn(&mut KernelBuilder, &[Var], Expr)| {
-            let out: Vec<Var> = items
+            let acc: Vec<Var> = items
                 .iter()
-                .map(|_| k.let_typed("swept", Scalar::F32, 0.0))
+                .map(|(_, init)| k.let_typed("sw", Scalar::F32, *init))
                 .collect();
-            let run = |k: &mut KernelBuilder, in_warp: bool| {
-                let acc: Vec<Var> = items
-                    .iter()
-                    .map(|(_, init)| k.let_typed("sw", Scalar::F32, *init))
-                    .collect();
-                let (first, n, step) = if in_warp {
-                    (lane.i32(), n_kept.e(), WARP as i32)
-                } else {
-                    (tid.i32(), samples.e(), threads as i32)
-                };
-                k.for_("sj", first, n, step, |k, j| {
-                    let j = k.let_("sj_at", j);
-                    let z = if in_warp {
-                        k.let_("sz", kept_z.at(j.u32()))
-                    } else {
-                        k.let_("sz", seed_z.at(base + j.i64()))
-                    };
-                    body(k, &acc, z.e());
-                });
-                let red_items: Vec<(Reduce, Expr)> =
-                    items.iter().zip(&acc).map(|((op, _), a)| (*op, a.e())).collect();
-                let r = if in_warp {
-                    k.warp_allreduce_many(&red_items)
-                } else {
-                    k.block_allreduce_many(&red_items, red)
-                };
-                for (o, v) in out.iter().zip(r) {
-                    k.assign(*o, v);
-                }
-            };
-            k.if_else(in_shared, |k| run(k, true), |k| run(k, false));
-            out
+            k.for_("sj", tid.i32(), n_sweep, threads as i32, |k, j| {
+                let j = k.let_("sj_at", j);
+                let z = k.let_typed("sz", Scalar::F32, 0.0);
+                k.if_else(
+                    in_shared,
+                    |k| k.assign(z, kept_z.at(j.u32())),
+                    |k| k.assign(z, seed_z.at(base + j.i64())),
+                );
+                body(k, &acc, z.e());
+            });
+            let red_items: Vec<(Reduce, Expr)> =
+                items.iter().zip(&acc).map(|((op, _), a)| (*op, a.e())).collect();
+            k.block_allreduce_many(&red_items, red)
         };
     // r: walk down the distinct values from the top, one sweep a step (the samples at or above
     // the current value, and the largest below it), while fewer than the head's cap are at or
