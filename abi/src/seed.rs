@@ -87,11 +87,6 @@ pub const SEED_RUN: u32 = 4;
 /// `certified_verify`).
 pub const SEED_THREADS: u32 = 256;
 
-/// Samples `certified_seed` gathers into shared memory for its rank and Newton steps (those
-/// that can matter: at or above the smaller of `max − w^(1−α)` and a value with the rank cap's
-/// count of samples at or above it; typically tens). A head with more sweeps its whole row.
-pub const SEED_KEEP: u32 = 2048;
-
 /// Fewer valid samples than this and the estimate is −∞ (no seed): the threshold of a handful
 /// of samples says little. Sequences of at least 16 · [`SEED_STRIDE`] = 1024 tokens are seeded
 /// (four times [`SEED_RANK_SHORT`]).

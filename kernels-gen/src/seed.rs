@@ -8,8 +8,8 @@ use crate::tokens::{slope, Layout, PageBufs, TokenSource};
 use crate::warp_stream::order_key;
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::seed::{
-    seed_entry_names, seed_rank, SEED_KEEP, SEED_LONG_SAMPLES, SEED_MIN_SAMPLES, SEED_RANK_LONG,
-    SEED_RANK_SHORT, SEED_RUN, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
+    seed_entry_names, seed_rank, SEED_LONG_SAMPLES, SEED_MIN_SAMPLES, SEED_RANK_LONG, SEED_RANK_SHORT,
+    SEED_RUN, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
 };
 use entkv_abi::{DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -141,15 +141,6 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
 /// samples or where it is not finite. Writes `seed` and `head_bound` (its order key) and resets
 /// the pair's `repair` flag to 0 (the group's first head). Samples past a sequence are −∞
 /// already, so it needs no lengths. Parameters: `seed_z, seed, head_bound, repair, samples`.
-///
-/// Both `r` and `t_w` depend only on the samples at or above `c = min(max − w^(1−α), L)`, where
-/// `L` is a value with at least `cap` samples at or above it (so `r ≥ L`): Newton's `t` never
-/// goes below `max − w^(1−α)`, where smaller samples weigh 0. The first sweep keeps each
-/// thread's `cap` largest samples in registers; a warp merges its lanes' lists into its own
-/// `cap`-th largest, and `L` is the largest of those. A second sweep gathers the samples at or
-/// above `c` into shared memory (typically tens: [`SEED_KEEP`] hold them), and the rank steps
-/// and Newton steps sweep those instead of the head's whole row (16384 samples at 1M, read
-/// about 15 times before); a head with more falls back to its row.
 pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     tile.check_for(spec, DecodeKind::Certified)?;
     let ds = &spec.decode;
@@ -165,41 +156,42 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
 
     let warps = threads / WARP;
     let red = k.shared("red", Scalar::F32, warps * 2);
-    let kept_z = k.shared("seed_keep", Scalar::F32, SEED_KEEP);
-    let kept_n = k.shared("seed_kept", Scalar::I32, 1);
     let h = k.let_("h", k.block_idx(Axis::X));
     let b = k.let_("b", k.block_idx(Axis::Y));
     let q_heads = k.let_("q_heads", k.grid_dim(Axis::X));
     let head = k.let_("head", (b * q_heads + h).i64());
     let base = k.let_("base", head * samples.i64());
     let tid = k.let_("tid", k.thread_idx());
+    // One sweep over the head's samples: `body(acc, z)` updates this thread's accumulators,
+    // which are then reduced over the block.
+    let sweep =
+        |k: &mut KernelBuilder, items: &[(Reduce, f64)], body: &dyn Fn(&mut KernelBuilder, &[Var], Expr)| {
+            let acc: Vec<Var> = items
+                .iter()
+                .map(|(_, init)| k.let_typed("sw", Scalar::F32, *init))
+                .collect();
+            k.for_("sj", tid.i32(), samples, threads as i32, |k, j| {
+                let z = k.let_("sz", seed_z.at(base + j.i64()));
+                body(k, &acc, z.e());
+            });
+            let red_items: Vec<(Reduce, Expr)> =
+                items.iter().zip(&acc).map(|((op, _), a)| (*op, a.e())).collect();
+            k.block_allreduce_many(&red_items, red)
+        };
     let neg_inf = f64::NEG_INFINITY;
-    k.if_(tid.eq_(0u32), |k| k.store(kept_n, 0u32, 0i32));
-
-    // 1. The head's max and valid count, and each thread's `SEED_RANK_LONG` largest samples
-    //    (descending; −∞ where it has fewer; NaN never enters).
-    let (top_acc, count_acc) = (
-        k.let_typed("top_acc", Scalar::F32, neg_inf),
-        k.let_typed("count_acc", Scalar::F32, 0.0),
+    let first = sweep(
+        &mut k,
+        &[(Reduce::Max, neg_inf), (Reduce::Sum, 0.0)],
+        &|k, acc, z| {
+            k.assign(acc[0], acc[0].max(z.clone()));
+            k.assign(acc[1], acc[1] + select(z.gt(f32c(neg_inf)), 1.0f32, 0.0f32));
+        },
     );
-    let mine: Vec<Var> = (0..SEED_RANK_LONG)
-        .map(|_| k.let_typed("mine", Scalar::F32, neg_inf))
-        .collect();
-    k.for_("sj", tid.i32(), samples, threads as i32, |k, j| {
-        let z = k.let_("sz", seed_z.at(base + j.i64()));
-        k.assign(top_acc, top_acc.max(z));
-        let valid = k.let_("sz_valid", z.gt(f32c(neg_inf)));
-        k.assign(count_acc, count_acc + select(valid, 1.0f32, 0.0f32));
-        let carry = k.let_("carry", select(valid, z, f32c(neg_inf)));
-        for m in &mine {
-            let (hi, lo) = (m.max(carry), m.min(carry));
-            let lo = k.let_("carry_lo", lo);
-            k.assign(*m, hi);
-            k.assign(carry, lo);
-        }
-    });
-    let first = k.block_allreduce_many(&[(Reduce::Max, top_acc.e()), (Reduce::Sum, count_acc.e())], red);
     let (top, valid) = (first[0], first[1]);
+    // r: walk down the distinct values from the top, one sweep a step (the samples at or above
+    // the current value, and the largest below it), while fewer than the head's cap
+    // (`seed_rank` of its valid samples) are at or above: cap − 1 steps reach the cap-th
+    // largest, and the steps past it keep it.
     let cap = k.let_(
         "cap",
         select(
@@ -208,71 +200,6 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
             SEED_RANK_SHORT as f32,
         ),
     );
-    // 2. The warp's `cap`-th largest (with multiplicity, −∞ where it has fewer): `cap` rounds of
-    //    the largest value below the last one and its count. A lane's list cannot run out
-    //    first: its `SEED_RANK_LONG` entries would count at least `cap`.
-    let below = k.let_typed("below", Scalar::F32, f64::INFINITY);
-    let seen = k.let_typed("seen", Scalar::F32, 0.0);
-    let warp_cap = k.let_typed("warp_cap", Scalar::F32, neg_inf);
-    for _ in 0..SEED_RANK_LONG {
-        let m_mine = mine.iter().fold(f32c(neg_inf), |acc, m| {
-            select(m.lt(below), acc.clone().max(m.e()), acc)
-        });
-        let m = k.warp_allreduce(Reduce::Max, m_mine);
-        let n_mine = mine.iter().fold(f32c(0.0), |acc, x| {
-            acc + select(x.eq_(m).and(m.gt(f32c(neg_inf))), 1.0f32, 0.0f32)
-        });
-        let n = k.warp_allreduce(Reduce::Sum, n_mine);
-        let reaches = k.let_(
-            "reaches",
-            seen.lt(cap).and((seen + n).ge(cap)).and(m.gt(f32c(neg_inf))),
-        );
-        k.assign(warp_cap, select(reaches, m, warp_cap));
-        k.assign(seen, seen + n);
-        k.assign(below, m);
-    }
-    let alpha = ds.alpha;
-    let w = SEED_WEIGHT * SEED_STRIDE as f64;
-    let lo = k.let_("lo", top - w.powf(1.0 - alpha.value()) as f32);
-    let rank_floor = k.block_allreduce(Reduce::Max, warp_cap, red);
-    let cut = k.let_("keep_cut", lo.min(rank_floor));
-    // 3. The samples at or above the cut, gathered into shared memory (any order).
-    k.for_("sj", tid.i32(), samples, threads as i32, |k, j| {
-        let z = k.let_("sz", seed_z.at(base + j.i64()));
-        k.if_(z.ge(cut).and(z.gt(f32c(neg_inf))), |k| {
-            let slot = k.atomic(AtomicOp::Add, kept_n, 0u32, 1i32);
-            k.if_(slot.lt(SEED_KEEP as i32), |k| k.store(kept_z, slot.u32(), z));
-        });
-    });
-    k.barrier();
-    let n_kept = k.let_("n_kept", kept_n.at(0u32));
-    let in_shared = k.let_("in_shared", n_kept.le(SEED_KEEP as i32));
-    let n_sweep = k.let_("n_sweep", select(in_shared, n_kept, samples));
-    // One sweep over the gathered samples (or the head's row): `body(acc, z)` updates this
-    // thread's accumulators, which are then reduced over the block.
-    let sweep =
-        |k: &mut KernelBuilder, items: &[(Reduce, f64)], body: &dyn Fn(&mut KernelBuilder, &[Var], Expr)| {
-            let acc: Vec<Var> = items
-                .iter()
-                .map(|(_, init)| k.let_typed("sw", Scalar::F32, *init))
-                .collect();
-            k.for_("sj", tid.i32(), n_sweep, threads as i32, |k, j| {
-                let j = k.let_("sj_at", j);
-                let z = k.let_typed("sz", Scalar::F32, 0.0);
-                k.if_else(
-                    in_shared,
-                    |k| k.assign(z, kept_z.at(j.u32())),
-                    |k| k.assign(z, seed_z.at(base + j.i64())),
-                );
-                body(k, &acc, z.e());
-            });
-            let red_items: Vec<(Reduce, Expr)> =
-                items.iter().zip(&acc).map(|((op, _), a)| (*op, a.e())).collect();
-            k.block_allreduce_many(&red_items, red)
-        };
-    // r: walk down the distinct values from the top, one sweep a step (the samples at or above
-    // the current value, and the largest below it), while fewer than the head's cap are at or
-    // above: cap − 1 steps reach the cap-th largest, and the steps past it keep it.
     let rank = k.let_("rank", top);
     for _ in 1..SEED_RANK_LONG {
         let step = sweep(
@@ -286,6 +213,9 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
         k.assign(rank, select(step[0].lt(cap), step[1], rank));
     }
     // t_w: Newton from the left on w·Σ [z − t]₊^β − 1 (convex, decreasing).
+    let alpha = ds.alpha;
+    let w = SEED_WEIGHT * SEED_STRIDE as f64;
+    let lo = k.let_("lo", top - w.powf(1.0 - alpha.value()) as f32);
     let hi = k.let_("hi", top);
     let t = k.let_("t", lo);
     let done = k.let_("done", top.eq_(f32c(neg_inf)));

@@ -309,7 +309,7 @@ fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
 /// both sides of the rank cap's length.
 #[test]
 fn seed_kernels_match_the_float64_reference() {
-    use entkv_abi::seed::{seed_position, seed_samples, SEED_KEEP, SEED_LONG_SAMPLES};
+    use entkv_abi::seed::{seed_position, seed_samples, SEED_LONG_SAMPLES};
     use entkv_kernels::paged_data::paged_reference;
     use entkv_kernels::seed::host_estimate;
     let cases = [
@@ -324,16 +324,6 @@ fn seed_kernels_match_the_float64_reference() {
         entkv_kernels::certified_checks::seed_decoy_checks()
             .remove(0)
             .case,
-        // Every key alike, so every sample ties with the max: a short head's samples all fit the
-        // estimate's shared gather, a head of more than `SEED_KEEP` sweeps its whole row.
-        PagedCase {
-            spec: PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap(),
-            kv_heads: 1,
-            seq_lens: vec![SEED_KEEP * 64 + 700, 3000, 500],
-            seed: 14,
-            data: KeyData::Ties,
-            spare_pages: 1,
-        },
         // Heads just over and just under `SEED_LONG_SAMPLES` samples: the 6th and the 4th
         // largest cap their estimates.
         PagedCase {
