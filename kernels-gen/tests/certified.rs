@@ -324,6 +324,15 @@ fn seed_kernels_match_the_float64_reference() {
         entkv_kernels::certified_checks::seed_decoy_checks()
             .remove(0)
             .case,
+        // Every key alike, so every sample ties with the max (the rank walk stops at once).
+        PagedCase {
+            spec: PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap(),
+            kv_heads: 1,
+            seq_lens: vec![3000, 500],
+            seed: 14,
+            data: KeyData::Ties,
+            spare_pages: 1,
+        },
         // Heads just over and just under `SEED_LONG_SAMPLES` samples: the 6th and the 4th
         // largest cap their estimates.
         PagedCase {
