@@ -4,8 +4,8 @@
 #   PACK=.gpu/x.txz; source scripts/device-call.sh
 #   ph NAME LIMIT_S CMD...     # runs CMD, stdout+stderr to $W/NAME.log, killed past LIMIT_S
 #
-# It unpacks $PACK (an xz tar of binaries from scripts/build-gpu-bins.sh's .gpu/ with a
-# `commit` file, or of one folder a build, each with its `commit`) into .gpu/s, points the
+# It unpacks $PACK (an xz tar from scripts/pack-gpu.sh: `entkv`, `autotune` a link to it and a
+# `commit` file, or one folder a build, each with its `commit`) into .gpu/s, points the
 # driver's JIT cache at /tmp/jc (4 GiB), records the commit(s) and the GPU in
 # $W/nvidia-smi.txt, and on exit prints $W/phases.txt and packs $W into $OUT/r.tgz (the one
 # file a call brings back).

@@ -123,6 +123,11 @@ enum Cmd {
 fn main() -> ExitCode {
     // `gpu-check` JIT-compiles the kernel suite in copies of this binary (entkv_autotune::jit_pool).
     let serves = entkv_autotune::jit_pool::serve_if_worker();
+    // Under the name `autotune` (a link to this binary) it is `autotune`: one binary carries
+    // both commands to a GPU machine.
+    if entkv_autotune::tune::command::invoked_as_autotune() {
+        return entkv_autotune::tune::command::main(serves);
+    }
     match run(Cli::parse(), serves) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -8,6 +8,7 @@ use entkv_abi::{KernelFamily, PagedSpec, Selector, TileConfig};
 use serde::{Deserialize, Serialize};
 
 pub mod args;
+pub mod command;
 pub mod gpu;
 pub mod log;
 pub mod output;
