@@ -83,6 +83,9 @@ pub const SEED_SCRAMBLE: u64 = 37;
 /// are the same; where neighbouring keys are alike a run counts for less than four samples.
 pub const SEED_RUN: u32 = 4;
 
+// The kernels take slots and run offsets with masks, and a run must not cross the smallest page.
+const _: () = assert!(SEED_STRIDE.is_power_of_two() && SEED_RUN.is_power_of_two() && 16 % SEED_RUN == 0);
+
 /// Threads a block of the seed kernels (`certified_seed_scores`, `certified_seed`,
 /// `certified_verify`).
 pub const SEED_THREADS: u32 = 256;
