@@ -5,14 +5,19 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// The binaries that run as `autotune`: its own, and a link named `autotune` to `entkv`.
+/// The binaries that run as `autotune`: its own, and a link named `autotune` to `entkv` (made
+/// once per test process: the tests run in parallel threads).
 fn autotune_binaries() -> Vec<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("entkv-autotune-link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let link = dir.join("autotune");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_entkv"), &link).unwrap();
-    vec![PathBuf::from(env!("CARGO_BIN_EXE_autotune")), link]
+    static LINK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let link = LINK.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("entkv-autotune-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("autotune");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_entkv"), &link).unwrap();
+        link
+    });
+    vec![PathBuf::from(env!("CARGO_BIN_EXE_autotune")), link.clone()]
 }
 
 fn autotune(args: &[&str]) -> Vec<Output> {
