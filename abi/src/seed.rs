@@ -109,11 +109,11 @@ pub fn seed_position(j: u64) -> u64 {
     r * run * s + (r * SEED_SCRAMBLE) % s * run + j % run
 }
 
-/// Whether token `t` is a sample's position ([`seed_position`] of some `j`).
+/// Whether token `t` is a sample's position ([`seed_position`] of some `j`): inside the run
+/// of its block.
 pub fn is_seed_position(t: u64) -> bool {
-    let (s, run) = (SEED_STRIDE as u64, SEED_RUN as u64);
-    let r = t / (run * s);
-    let start = r * run * s + (r * SEED_SCRAMBLE) % s * run;
+    let run = SEED_RUN as u64;
+    let start = seed_position(t / (run * SEED_STRIDE as u64) * run);
     (start..start + run).contains(&t)
 }
 
