@@ -9,9 +9,9 @@
 //! interpreter still counts 24% of K read at 1M, seeded 12% (`results/2026-12-05-seed/`, CPU
 //! only).
 //!
-//! The estimate `s` comes from exact scores of one token in [`SEED_STRIDE`] (runs of
-//! [`SEED_RUN`] adjacent tokens, one run a `SEED_RUN · SEED_STRIDE` tokens, its slot
-//! scrambled): the smaller of the [`seed_rank`]-th largest sample
+//! The estimate `s` comes from exact scores of one token in [`SEED_STRIDE`] (in runs of
+//! [`seed_run`] adjacent tokens, one run a `run · SEED_STRIDE` tokens, its slot scrambled):
+//! the smaller of the [`seed_rank`]-th largest sample
 //! and the threshold of the samples each weighted [`SEED_WEIGHT`]`·`[`SEED_STRIDE`] (the
 //! sample standing for the tokens it skipped, discounted). Neither is a bound, so the step
 //! verifies: with `K` the kept set, `τ(K) ≤ τ` always (K ⊆ all tokens), and
@@ -75,13 +75,32 @@ pub const SEED_WEIGHT: f64 = 0.5;
 /// [`SEED_RUN`] tokens), so samples are not all the same slot of their pages.
 pub const SEED_SCRAMBLE: u64 = 37;
 
-/// Samples come in runs of this many adjacent tokens, each run starting at a multiple of
-/// [`SEED_RUN`] (so inside one page: pages hold 16, 32 or 64 tokens). A run's K rows are
-/// contiguous in the pool, so a warp reads whole 256-byte stretches at d = 32, where single
-/// scattered 64-byte rows moved 1.45 TB/s on an H100 (the scores kernel: 139 µs of `paper`'s
-/// seeded step at 1M, results/2026-12-06-gate/1-ab). On iid keys the estimate's statistics
-/// are the same; where neighbouring keys are alike a run counts for less than four samples.
+/// From [`SEED_RUN_MIN_SAMPLES`] samples a head, samples come in runs of this many adjacent
+/// tokens, each run starting at a multiple of [`SEED_RUN`] (so inside one page: pages hold 16,
+/// 32 or 64 tokens). A run's K rows are contiguous in the pool, so a warp reads whole 256-byte
+/// stretches at d = 32, where single scattered 64-byte rows moved 1.45 TB/s on an H100 (the
+/// scores kernel: 139 µs of `paper`'s seeded step at 1M, results/2026-12-06-gate/1-ab). On iid
+/// keys the estimate's statistics are the same; where neighbouring keys are alike a run counts
+/// for less than four samples.
 pub const SEED_RUN: u32 = 4;
+
+/// Samples a head (tokens / [`SEED_STRIDE`]) from which they come in runs of [`SEED_RUN`];
+/// fewer come one token a run. Short heads have few samples, and on page-coherent keys a run
+/// of four is nearly one sample: at `gqa` 32k (512 samples) the seeded tiles' tuner times
+/// (iid and `peaked` keys) were 4–6% shorter with runs of one, while at `paper` 128k (2048,
+/// iid) runs of four took the scores kernel from 21 to 9 µs and the step from 0.307 to 0.262
+/// ms (results/2026-12-06-bound-reads/1-ab, 2-ab, an H100).
+pub const SEED_RUN_MIN_SAMPLES: u64 = 2048;
+
+/// Tokens a run of samples for a head of `samples` samples: [`SEED_RUN`] from
+/// [`SEED_RUN_MIN_SAMPLES`], else 1.
+pub fn seed_run(samples: u64) -> u64 {
+    if samples >= SEED_RUN_MIN_SAMPLES {
+        SEED_RUN as u64
+    } else {
+        1
+    }
+}
 
 // The kernels take slots and run offsets with masks, and a run must not cross the smallest page.
 const _: () = assert!(SEED_STRIDE.is_power_of_two() && SEED_RUN.is_power_of_two() && 16 % SEED_RUN == 0);
@@ -100,20 +119,21 @@ pub fn seed_samples(max_tokens: u64) -> u64 {
     max_tokens.div_ceil(SEED_STRIDE as u64).max(1)
 }
 
-/// Token position of sample `j`, in run `r = j / run`: `r·run·stride + (r·scramble mod
-/// stride)·run + j mod run`. The kernels compute the same in i64; a position at or past the
-/// sequence's length is no sample.
-pub fn seed_position(j: u64) -> u64 {
-    let (s, run) = (SEED_STRIDE as u64, SEED_RUN as u64);
+/// Token position of sample `j` of a head of `samples` samples, in run `r = j / run`
+/// (`run` = [`seed_run`]`(samples)`): `r·run·stride + (r·scramble mod stride)·run + j mod run`.
+/// The kernels compute the same in i64; a position at or past the sequence's length is no
+/// sample.
+pub fn seed_position(j: u64, samples: u64) -> u64 {
+    let (s, run) = (SEED_STRIDE as u64, seed_run(samples));
     let r = j / run;
     r * run * s + (r * SEED_SCRAMBLE) % s * run + j % run
 }
 
-/// Whether token `t` is a sample's position ([`seed_position`] of some `j`): inside the run
-/// of its block.
-pub fn is_seed_position(t: u64) -> bool {
-    let run = SEED_RUN as u64;
-    let start = seed_position(t / (run * SEED_STRIDE as u64) * run);
+/// Whether token `t` is a sample's position ([`seed_position`] of some `j`) for heads of
+/// `samples` samples: inside the run of its block.
+pub fn is_seed_position(t: u64, samples: u64) -> bool {
+    let run = seed_run(samples);
+    let start = seed_position(t / (run * SEED_STRIDE as u64) * run, samples);
     (start..start + run).contains(&t)
 }
 
@@ -135,24 +155,33 @@ mod tests {
 
     #[test]
     fn sample_positions_cover_every_block_with_one_run() {
-        let (s, run) = (SEED_STRIDE as u64, SEED_RUN as u64);
-        let mut slots = vec![false; s as usize];
-        for r in 0..s {
-            let first = seed_position(r * run);
-            assert_eq!(first / (run * s), r, "run {r} lies in its own block");
-            assert_eq!(first % run, 0, "run {r} starts at a multiple of the run");
-            slots[(first % (run * s) / run) as usize] = true;
-            for i in 0..run {
-                let t = seed_position(r * run + i);
-                assert_eq!(t, first + i, "a run's samples are adjacent");
-                assert_eq!(t / 16, first / 16, "a run stays in its page");
-                assert!(is_seed_position(t));
+        assert_eq!(seed_run(SEED_RUN_MIN_SAMPLES - 1), 1);
+        assert_eq!(seed_run(SEED_RUN_MIN_SAMPLES), SEED_RUN as u64);
+        let s = SEED_STRIDE as u64;
+        for samples in [SEED_RUN_MIN_SAMPLES - 1, SEED_RUN_MIN_SAMPLES] {
+            let run = seed_run(samples);
+            let mut slots = vec![false; s as usize];
+            for r in 0..s {
+                let first = seed_position(r * run, samples);
+                assert_eq!(first / (run * s), r, "run {r} lies in its own block");
+                assert_eq!(first % run, 0, "run {r} starts at a multiple of the run");
+                slots[(first % (run * s) / run) as usize] = true;
+                for i in 0..run {
+                    let t = seed_position(r * run + i, samples);
+                    assert_eq!(t, first + i, "a run's samples are adjacent");
+                    assert_eq!(t / 16, first / 16, "a run stays in its page");
+                    assert!(is_seed_position(t, samples));
+                }
+                let next = seed_position((r + 1) * run, samples);
+                assert!(!is_seed_position(first + run, samples) || first + run == next);
             }
-            assert!(!is_seed_position(first + run) || first + run == seed_position((r + 1) * run));
+            assert!(
+                slots.iter().all(|&x| x),
+                "the scramble visits every slot ({samples} samples)"
+            );
+            let sampled = (0..64 * s).filter(|&t| is_seed_position(t, samples)).count() as u64;
+            assert_eq!(sampled, 64, "one token in a stride ({samples} samples)");
         }
-        assert!(slots.iter().all(|&x| x), "the scramble visits every slot");
-        let sampled = (0..64 * s).filter(|&t| is_seed_position(t)).count() as u64;
-        assert_eq!(sampled, 64, "one token in a stride");
         assert_eq!(seed_samples(1), 1);
         assert_eq!(seed_samples(64), 1);
         assert_eq!(seed_samples(65), 2);

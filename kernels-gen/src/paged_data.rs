@@ -6,7 +6,7 @@
 
 use crate::data::{normal, round_to, Tensor};
 use crate::reference::{attend, DecodeReference};
-use entkv_abi::seed::is_seed_position;
+use entkv_abi::seed::{is_seed_position, seed_samples};
 use entkv_abi::{sketch_levels, sketch_step, PagedShape, PagedSpec};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -138,6 +138,8 @@ impl PagedCase {
             }
         }
         let q_heads = hkv * group;
+        // The seeded pass samples every head as the step's longest (`max_pages` pages).
+        let samples = seed_samples((max_pages * p) as u64);
         let q_raw = normal(self.seed, self.seq_lens.len() * q_heads * d);
         let pool_elems = num_pages * hkv * p * d;
         let mut k = vec![f64::NAN; pool_elems];
@@ -152,7 +154,7 @@ impl PagedCase {
                     KeyData::PeakedFirstHead => KeyData::Normal,
                     other => other,
                 };
-                let keys = self.keys(data, seed, len, qg);
+                let keys = self.keys(data, seed, len, qg, samples);
                 let vals = normal(seed ^ 0x5555, len * d);
                 for t in 0..len {
                     let page = block_table[b * max_pages + t / p] as usize;
@@ -186,7 +188,9 @@ impl PagedCase {
     }
 
     /// Keys of one (sequence, KV head), `[len, d]` in logical order.
-    fn keys(&self, data: KeyData, seed: u64, len: usize, q: &[f64]) -> Vec<f64> {
+    /// `samples`: the seeded pass's samples a head (`entkv_abi::seed::seed_samples` of the
+    /// step's longest sequence), which place [`KeyData::SeedDecoy`]'s decoys.
+    fn keys(&self, data: KeyData, seed: u64, len: usize, q: &[f64], samples: u64) -> Vec<f64> {
         let d = self.spec.decode.head_dim as usize;
         let p = self.spec.page_size as usize;
         let mut k = normal(seed ^ 0xaaaa, len * d);
@@ -207,7 +211,7 @@ impl PagedCase {
             }
             KeyData::SeedDecoy => {
                 let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
-                let sampled = |t: usize| is_seed_position(t as u64);
+                let sampled = |t: usize| is_seed_position(t as u64, samples);
                 for t in 0..len {
                     let scale = if sampled(t) {
                         4.0

@@ -9,7 +9,7 @@ use crate::warp_stream::order_key;
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::seed::{
     seed_entry_names, seed_rank, SEED_LONG_SAMPLES, SEED_MIN_SAMPLES, SEED_RANK_LONG, SEED_RANK_SHORT,
-    SEED_RUN, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
+    SEED_RUN, SEED_RUN_MIN_SAMPLES, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
 };
 use entkv_abi::{DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -92,12 +92,20 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     };
     let src = TokenSource::new(&mut k, layout, d, b, kvh, kv_heads, None, Some(pages));
     let j = k.let_("j", (k.block_idx(Axis::X) * threads + tid).i64());
-    let (stride, run) = (SEED_STRIDE as i64, SEED_RUN as i64);
-    let r = k.let_("run_i", j / run);
-    let t = k.let_(
-        "t",
-        r * (run * stride) + ((r * SEED_SCRAMBLE as i64) & (stride - 1)) * run + (j & (run - 1)),
+    // `entkv_abi::seed::seed_position`, its run from the sample count (a power of two).
+    let stride_log2 = SEED_STRIDE.trailing_zeros() as i64;
+    let run_log2 = k.let_(
+        "run_log2",
+        select(
+            samples.i64().ge(SEED_RUN_MIN_SAMPLES as i64),
+            SEED_RUN.trailing_zeros() as i64,
+            0i64,
+        ),
     );
+    let r = k.let_("run_i", j >> run_log2);
+    let in_run = k.let_("in_run", j & ((i64c(1) << run_log2) - 1i64));
+    let slot = k.let_("slot", (r * SEED_SCRAMBLE as i64) & (SEED_STRIDE as i64 - 1));
+    let t = k.let_("t", (r << (run_log2 + stride_log2)) + (slot << run_log2) + in_run);
     let in_row = k.let_("in_row", j.lt(samples.i64()));
     let valid = k.let_("valid", in_row.and(t.lt(src.seq_len)));
     let z: Vec<Var> = (0..group)

@@ -375,7 +375,7 @@ fn seed_kernels_match_the_float64_reference() {
             let len = x.seq_lens[h / hq] as u64;
             let want: Vec<f64> = (0..samples as u64)
                 .map(|j| {
-                    let t = seed_position(j);
+                    let t = seed_position(j, samples as u64);
                     if t < len {
                         head.z[t as usize]
                     } else {
