@@ -608,10 +608,14 @@ pub enum SplitPolicy {
     /// win: the least-tail choice below cost top-k 4–22% (results/2026-11-30-split-plan).
     MostCtas,
     /// The one whose last wave is least empty: CTAs run in rounds of `sm_count × ctas_per_sm`,
-    /// so a split of `c` chunks costs `rounds × c` chunk-times (ties go to the shorter
-    /// splits). The certified score pass does the same sketch arithmetic for every token, so
-    /// its CTAs take the same time whatever else runs: 1M tokens in 8 splits (1536 CTAs, 3.9
-    /// rounds of 396) instead of 9 (4.4 rounds) took 3.07 instead of 3.19 ms.
+    /// so a split of `c` chunks costs `rounds × c` chunk-times. The certified score pass does
+    /// the same sketch arithmetic for every token, so its CTAs take the same time whatever else
+    /// runs: 1M tokens in 8 splits (1536 CTAs, 3.9 rounds of 396) instead of 9 (4.4 rounds) took
+    /// 3.07 instead of 3.19 ms. Ties go to the fewer, longer splits: a longer split's own bound
+    /// rises over more tokens, so it rescores fewer of them, and at `paper` 128k the one-warp
+    /// `_h` tile's 22 splits (one round) ran 0.262 ms against 44 splits' (two rounds) 0.286;
+    /// `gqa`'s untuned certified step 0.304 → 0.240 ms at 128k, nothing slower
+    /// (results/2026-12-06-split-tie, an H100).
     LeastTail,
 }
 
@@ -674,12 +678,13 @@ pub fn split_plan_segmented(
     let chunks_per_split = match policy {
         SplitPolicy::MostCtas => shortest,
         SplitPolicy::LeastTail => {
-            // Every split count the shortest length allows, most splits first (ties keep it).
+            // Every split count the shortest length allows, most splits first; a tie goes to the
+            // fewer, longer splits.
             let (mut best_cost, mut best) = (u64::MAX, shortest);
             for splits in (1..=ceil_div(chunks, shortest)).rev() {
                 let cps = ceil_div(chunks, splits);
                 let cost = ceil_div(ceil_div(chunks, cps) * groups, slots) * cps;
-                if cost < best_cost {
+                if cost <= best_cost {
                     (best_cost, best) = (cost, cps);
                 }
             }
@@ -914,7 +919,9 @@ mod tests {
         let most = split_plan(&tile, &paper, 132, SplitPolicy::MostCtas).unwrap();
         let least = split_plan(&tile, &paper, 132, SplitPolicy::LeastTail).unwrap();
         assert_eq!((most.splits, most.chunks_per_split), (9, 249));
-        assert_eq!((least.splits, least.chunks_per_split), (8, 256));
+        // 8 splits of 256 chunks (4 rounds) and 2 of 1024 (384 CTAs, one round) both take
+        // 1024 chunk-times; the tie goes to the longer splits.
+        assert_eq!((least.splits, least.chunks_per_split), (2, 1024));
         assert_eq!(time(&least, 192), 1024);
         assert!(time(&most, 192) > 1024);
         for n in [1u64, 100, 4096, 20_000, 131_072, 333_333, 1 << 20, 3_000_001] {
