@@ -72,7 +72,7 @@ const _: () = assert!(SEED_RANK_SHORT < SEED_RANK_LONG && SEED_MIN_SAMPLES >= SE
 pub const SEED_WEIGHT: f64 = 0.5;
 
 /// Odd multiplier that scrambles a run's slot within its block (`r·37 mod 64` runs of
-/// [`SEED_RUN`] tokens), so samples are not all the same slot of their pages.
+/// [`seed_run`] tokens), so samples are not all the same slot of their pages.
 pub const SEED_SCRAMBLE: u64 = 37;
 
 /// From [`SEED_RUN_MIN_SAMPLES`] samples a head, samples come in runs of this many adjacent
