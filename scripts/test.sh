@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything CI checks: formatting, lints, and every test (CPU interpreter runs of all kernels
+# Everything CI checks: formatting, lints, rustdoc warnings, and every test (CPU interpreter runs of all kernels
 # against float64 references; every emitted PTX assembled by ptxas with 0 spills). GPU tests
 # skip with a printed reason when there is no GPU; run scripts/gpu-check.sh on a GPU machine.
 set -euo pipefail
@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 export ENTKV_REQUIRE_PTXAS=1
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace

@@ -12,7 +12,7 @@
 //!    `[batch, q_heads, max_pages]` f32, and per (head, tile) the partial statistics
 //!    `tile_stats[batch, q_heads, tiles, 6]` = (mean of μ, Σ(μ − mean)², Σσ², Σσ, max μ, max σ)
 //!    over the tile's pages (a two-pass mean/M2 per tile, merged exactly by the next kernel, so
-//!    the variance of the μ_p never suffers the E[μ²] − E[μ]² cancellation).
+//!    the variance of the μ_p never suffers the E\[μ²\] − E\[μ\]² cancellation).
 //! 2. `gauss_tau`, grid (q heads, batch): merges the tiles into `μ_g`, `σ_g` (law of total
 //!    variance, `σ_g ≥ 1e-6`) and the mean page σ, then solves the distributional threshold
 //!    equation of spec §5.2 for `τ̂` — the single Gaussian `n_stats·E[g_α(S; τ̂)] = 1`, or with

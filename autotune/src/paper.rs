@@ -283,7 +283,7 @@ impl PaperCache {
 
     /// Full-cache float64 reference of head `hd` (= b·q_heads + h) over `tokens` (all when
     /// `None`), from K/V regenerated on the host: the head's scores over every token once per
-    /// cache ([`PaperCache::scores`]), V rows for the support only.
+    /// cache (`PaperCache::scores`), V rows for the support only.
     pub fn reference(&self, hd: usize, tokens: Option<&[usize]>) -> Result<HeadReference> {
         let d = self.spec.decode.head_dim as usize;
         let (b, _, kvh) = self.head(hd);

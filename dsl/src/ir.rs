@@ -364,7 +364,7 @@ pub enum Stmt {
     /// .f32.{f16,bf16}.{f16,bf16}.f32`): A is 16×16, B 16×8, C and D 16×8 f32, each spread over
     /// the 32 lanes as PTX's fragments (lane `l`, `g = l / 4`, `t = l % 4`):
     /// - `a[i]` (8, F16 or BF16) is A[g + 8·((i / 2) % 2)][2t + i % 2 + 8·(i / 4)];
-    /// - `b[i]` (4, the type of `a`) is B[2t + i % 2 + 8·(i / 2)][g];
+    /// - `b[i]` (4, the type of `a`) is B[2t + i % 2 + 8·(i / 2)]\[g\];
     /// - `c[i]` and `dst[i]` (4, F32) are C/D[g + 8·(i / 2)][2t + i % 2].
     ///
     /// Products are exact; the sum's rounding is the hardware's (the interpreter rounds the exact

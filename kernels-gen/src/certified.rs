@@ -109,7 +109,7 @@ pub fn unrefined_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
 
 /// `select_certified_sel`: [`select_kernel`] over the pages in `sel_pages`/`sel_count` (the last
 /// page last), iteration index `c` standing for token `c mod P` of selected page `⌊c/P⌋`, for
-/// the (sequence, KV head) pairs whose selection is short ([`Walk::Selected`]). Parameters:
+/// the (sequence, KV head) pairs whose selection is short (`Walk::Selected`). Parameters:
 /// `q, k_pool, block_table, seq_lens, sel_pages, sel_count, meta_bounds, sketch,
 /// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, [head_bound],
 /// max_pages, chunks_per_split`.
@@ -118,7 +118,7 @@ pub fn selected_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kern
 }
 
 /// `select_certified_rest`: [`select_kernel`] for the (sequence, KV head) pairs whose selection
-/// is long ([`Walk::Rest`]). Parameters: those of [`select_kernel`] with `sel_count` after
+/// is long (`Walk::Rest`). Parameters: those of [`select_kernel`] with `sel_count` after
 /// `seq_lens`.
 pub fn rest_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     score_pass(spec, tile, Walk::Rest, refines(spec))
@@ -159,7 +159,7 @@ pub(crate) fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
 }
 
 /// Whether the score pass rescores from K the tokens whose sketch bound clears the running
-/// bound ([`RescoreQueue`]): with 4-bit sketches. Their bounds are ~17× wider than 8-bit
+/// bound (`RescoreQueue`): with 4-bit sketches. Their bounds are ~17× wider than 8-bit
 /// ones, so ~1% of the tokens clear the bound, and kept as bounds they made the stream and the
 /// finish pass the cost of the step (results/2026-11-30-stream-gate).
 pub fn refines(spec: &PagedSpec) -> bool {

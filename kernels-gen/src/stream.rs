@@ -138,7 +138,7 @@ pub struct Stream<'a> {
 pub enum Tightening {
     /// After every chunk that appends.
     EveryChunk,
-    /// Once [`Stream::tighten_after`] candidates were appended since the last time (over the
+    /// Once `Stream::tighten_after` candidates were appended since the last time (over the
     /// group's heads), and once more before a split's final prune if any were.
     Gated,
 }

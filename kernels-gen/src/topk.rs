@@ -4,11 +4,11 @@
 //!
 //! - [`score`]: `page_score_box`, the box upper bound of every scored page (module
 //!   `page_score`).
-//! - [`select`]: `select_topk`, radix select of the best pages (module `select_topk`).
+//! - [`mod@select`]: `select_topk`, radix select of the best pages (module `select_topk`).
 //! - [`softmax`]: `decode_softmax_topk_{score,finish}`, split-K softmax attention over the
 //!   selected pages (module `decode_softmax_topk`).
-//! - [`reference`]: float64 oracles of all three.
-//! - [`checks`]: the [`crate::suite::KernelCheck`]s, whole pipelines as one `Program`.
+//! - [`mod@reference`]: float64 oracles of all three.
+//! - [`mod@checks`]: the [`crate::suite::KernelCheck`]s, whole pipelines as one `Program`.
 
 pub mod checks;
 pub mod reference;

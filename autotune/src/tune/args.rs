@@ -78,7 +78,7 @@ pub struct Cli {
     /// Continue the run recorded in the log without repeating finished measurements.
     #[arg(long)]
     pub resume: bool,
-    /// Bundle directory (default: out/bundle-<spec tag>).
+    /// Bundle directory (default: `out/bundle-<spec tag>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the summary as JSON on stdout (no progress bar, no table).
@@ -87,7 +87,7 @@ pub struct Cli {
     /// Keys the candidates are timed on: normal (BENCH.md `paper`) or peaked.
     #[arg(long, default_value = "normal", value_parser = parse_data)]
     pub data: DataKind,
-    /// Record log (JSONL; default: <out>/tune-log.jsonl).
+    /// Record log (JSONL; default: `<out>/tune-log.jsonl`).
     #[arg(long)]
     pub log: Option<PathBuf>,
     /// Cache directory (default: $XDG_CACHE_HOME/entkv or ~/.cache/entkv).

@@ -4,7 +4,7 @@
 //! (against the default config's output, itself checked against the reference on sampled
 //! heads) — and timed with CUDA events, interleaved with its rivals, on a cache rotated
 //! through more than the L2 size. The certified family's pruned row is verified and timed in the
-//! page-pruned step on page-coherent keys of the bucket's shape ([`runs_for`]).
+//! page-pruned step on page-coherent keys of the bucket's shape (`runs_for`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -15,9 +15,9 @@
 //!   `need` keys equal to it, placing each by a block scan of packed (above, equal) counts.
 //! - A head whose scored pages fit one sweep (`threads · items`) loads its keys once and keeps
 //!   them in registers for every pass, and its first digit starts at the highest bit where its
-//!   keys differ ([`start_at_range`]). The branch is block-uniform (one head per CTA).
-//! - A head of [`PIVOT_MIN_SWEEPS`] sweeps or more first brackets its k-th key from a sample
-//!   ([`pivots`]): one sweep of keys spread evenly over the head, whose ranks around `k·S/n`
+//!   keys differ (`start_at_range`). The branch is block-uniform (one head per CTA).
+//! - A head of `PIVOT_MIN_SWEEPS` sweeps or more first brackets its k-th key from a sample
+//!   (`pivots`): one sweep of keys spread evenly over the head, whose ranks around `k·S/n`
 //!   give pivots `lo ≤ hi`. One streamed sweep counts the keys above `hi` and gathers those in
 //!   `[lo, hi]` into shared memory; when the k-th key is among them (and they fit), the search
 //!   runs on the gathered keys alone. Otherwise (a sample that misleads, a tie group too large)
@@ -142,7 +142,7 @@ impl Search {
 /// The most items a thread may carry into the next sweep of a streamed pass ([`Sweeps::stream`]).
 const PREFETCH_MAX_ITEMS: u32 = 8;
 
-/// Keys [`gather`] collects in shared memory (16 KiB): about twice what the pivots' margin
+/// Keys `gather` collects in shared memory (16 KiB): about twice what the pivots' margin
 /// leaves between them at 1M tokens (65535 scored pages) with a 4096-key sample.
 pub const GATHER_CAP: u32 = 4096;
 
