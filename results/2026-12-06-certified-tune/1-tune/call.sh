@@ -1,0 +1,28 @@
+# Device call at 5aaa765 (kernels as f7a63f8: seed samples in runs of four only from 2048 samples; 82bac86: least-tail split ties to fewer, longer splits), on an
+# H200: the benchmark run behind docs/benchmarks.md
+# (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
+# autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite. On an H100: the certified
+# family tuned alone for `paper` and its bench step.
+PACK=.gpu/one.txz; source scripts/device-call.sh
+snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
+if ! grep -q H200 $W/nvidia-smi.txt; then
+  # On an H100 instead: the certified family tuned alone for `paper` (does a seeded one-warp
+  # tile win at 128k now that split ties go to fewer splits?), then its bench step.
+  export CUDA_CACHE_PATH=/tmp/jc-paper
+  ph tune-paper 150 .gpu/s/autotune --alpha 1.5 --head-dim 32 --kernels decode_certified --no-cache --out /tmp/b-paper
+  xz -9c /tmp/b-paper/tune-log.jsonl >$W/tune-log-paper.jsonl.xz; cp /tmp/b-paper/manifest.json $W/manifest-paper.json
+  ph bench-paper 60 .gpu/s/entkv bench --bundle /tmp/b-paper --workload paper --methods certified --out $W/bench-paper.json
+  exit 0
+fi
+cp .gpu/s/entkv .gpu/s/autotune .gpu/
+# Ordered so that a call cut short by the session's device time keeps the most: the `paper`
+# benchmarks, `gqa`, `wide`, then the suite (its kernels passed 277/277 on an H100,
+# results/2026-12-06-seed-run).
+ph bench 200 bash scripts/bench-gpu.sh $W/bench
+snap
+ph workloads-gqa 150 bash scripts/bench-workloads.sh $W gqa
+snap
+ph workloads-wide 200 bash scripts/bench-workloads.sh $W wide
+snap
+ph gpu-check-small 120 .gpu/entkv gpu-check --small-only --out $W/gpu-check
+grep -E '^gpu-check:' $W/gpu-check-small.log; grep -cE "^\[[0-9]+/[0-9]+\] PASS" $W/gpu-check-small.log; grep -E " FAIL " $W/gpu-check-small.log | head -8
