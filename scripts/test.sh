@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Everything CI checks: formatting, lints, rustdoc warnings, and every test (CPU interpreter runs of all kernels
-# against float64 references; every emitted PTX assembled by ptxas with 0 spills). GPU tests
-# skip with a printed reason when there is no GPU; run scripts/gpu-check.sh on a GPU machine.
+# Everything CI checks: formatting, lints, rustdoc warnings, and every test (CPU interpreter
+# runs of all kernels against float64 references; every emitted PTX assembled by ptxas with 0
+# spills). GPU tests skip with a printed reason when there is no GPU; run scripts/gpu-check.sh
+# on a GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
