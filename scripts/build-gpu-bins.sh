@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .gpu
+source scripts/own-target.sh
 cargo build --release -p entkv-autotune --bins
 cp target/release/entkv target/release/autotune .gpu/
 # Path of a test binary built by `cargo test --no-run` (package $1, test target $2).

@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/pack-gpu.sh OUT.txz [NAME]}
 name=${2:-}
+source scripts/own-target.sh
 cargo build --release -p entkv-autotune --bin entkv
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
