@@ -110,10 +110,12 @@ MISSES_128K = "“The H200 run of the gated, run-sampled kernels; where the 128k
 BOUND_READS = "“Shared bounds read every chunk: fewer rows rescored, no faster”"
 SPLIT_TIE = "“Least-tail split plans: ties to the fewer, longer splits”"
 SPARSE_PLAN = "“The sparse walk's split plan: the default stays”"
+SPARSE_128K = "“The sparse walk at 128k: not where its reads land”"
+GQA_GAUSS = "“`gqa` Gaussian at 1M: the per-query-head moments”"
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target”, “`wide` tiles: longer chunks, one Newton step” and %s" % KNOB,
-    "topk": "[perf-notes.md](perf-notes.md), %s, %s, %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB, MISSES_128K, SPARSE_PLAN),
-    "gaussian": "[perf-notes.md](perf-notes.md), %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB),
+    "topk": "[perf-notes.md](perf-notes.md), %s, %s, %s, %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB, MISSES_128K, SPARSE_PLAN, SPARSE_128K),
+    "gaussian": "[perf-notes.md](perf-notes.md), %s, %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB, GQA_GAUSS),
     "certified": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Seeded head bounds for the certified pass”, “Measured on the H200: seeded bounds, sample pivots”, %s, %s, %s and %s" % (KNOB, MISSES_128K, BOUND_READS, SPLIT_TIE),
     "certified-pruned": "[perf-notes.md](perf-notes.md), “The 4-bit certified pass: a warp-local stream and batched rescoring”, “The 4-bit pass is latency-bound: what helped and what did not”, “Certified-exact with page pruning”, “Page pruning over slices”, %s and %s" % (MISSES_128K, SPLIT_TIE),
 }

@@ -1,0 +1,25 @@
+# Device call at d93a9bf (kernels as f7a63f8: seed samples in runs of four only from 2048 samples; 82bac86: least-tail split ties to fewer, longer splits), on an
+# H200: the benchmark run behind docs/benchmarks.md
+# (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
+# autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite.
+# The pack holds this build (main/) and the exp/sel-pattern build (exp/, unused here).
+PACK=.gpu/both.txz; source scripts/device-call.sh
+export ENTKV_COMMIT=$(cat .gpu/s/main/commit)
+sed -i "1s/.*/commit $ENTKV_COMMIT/" $W/nvidia-smi.txt
+snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
+if ! grep -q H200 $W/nvidia-smi.txt; then
+  # Not an H200: timings would not match docs/benchmarks.md's card, so record the card and stop.
+  echo "not an H200: $(cat $W/nvidia-smi.txt)"; exit 0
+fi
+cp -P .gpu/s/main/entkv .gpu/s/main/autotune .gpu/
+# Ordered so that a call cut short by the session's device time keeps the most: the `paper`
+# benchmarks, `gqa`, `wide`, then the suite (its kernels passed 277/277 on an H100,
+# results/2026-12-06-seed-run).
+ph bench 200 bash scripts/bench-gpu.sh $W/bench
+snap
+ph workloads-gqa 150 bash scripts/bench-workloads.sh $W gqa
+snap
+ph workloads-wide 200 bash scripts/bench-workloads.sh $W wide
+snap
+ph gpu-check-small 120 .gpu/entkv gpu-check --small-only --out $W/gpu-check
+grep -E '^gpu-check:' $W/gpu-check-small.log; grep -cE "^\[[0-9]+/[0-9]+\] PASS" $W/gpu-check-small.log; grep -E " FAIL " $W/gpu-check-small.log | head -8
