@@ -350,6 +350,17 @@ impl MethodName {
             _ => sizes.page_fraction(t.selected_pages.context("the step reported no selection")?),
         })
     }
+
+    /// The smallest and the largest fraction of its pages that one (sequence, KV head) kept:
+    /// the methods that select pages only.
+    pub fn kept_range(self, sizes: &StepSizes, t: &StepTraffic) -> Option<[f64; 2]> {
+        match self {
+            MethodName::Auto | MethodName::Dense | MethodName::Certified => None,
+            _ => t
+                .selected_pages_range
+                .map(|(lo, hi)| [sizes.head_page_fraction(lo), sizes.head_page_fraction(hi)]),
+        }
+    }
 }
 
 /// Fail unless `bundle` holds `w`'s spec, naming the spec and the command that makes a bundle
@@ -689,6 +700,7 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             let mut record =
                 crate::paper::record(&environment, w.name, m.name(), &caches[0].paper, &t[0], bytes);
             record.pages_kept = Some(ran.kept(&sizes, &traffic)?);
+            record.pages_kept_range = ran.kept_range(&sizes, &traffic);
             record.start = Some(timer.start().into());
             records.push(record);
             let tiers = plan
@@ -899,6 +911,7 @@ mod tests {
         let t = StepTraffic {
             support_rows: 1000,
             selected_pages: Some(8 * 24 * 513),
+            selected_pages_range: Some((257, 1024)),
             kept_rows: Some(5000),
         };
         assert_eq!(
@@ -923,13 +936,21 @@ mod tests {
             MethodName::Certified.kept(&s, &t).unwrap(),
             5000.0 / (8.0 * 24.0 * 32_768.0)
         );
+        // The range is per (sequence, KV head), over its own 2048 pages; page selectors only.
+        assert_eq!(
+            MethodName::Gaussian.kept_range(&s, &t),
+            Some([257.0 / 2048.0, 0.5])
+        );
+        assert_eq!(MethodName::Certified.kept_range(&s, &t), None);
         let none = StepTraffic {
             selected_pages: None,
+            selected_pages_range: None,
             kept_rows: None,
             ..t
         };
         assert!(MethodName::Gaussian.bytes(&s, &none).is_err());
         assert!(MethodName::Certified.kept(&s, &none).is_err());
+        assert_eq!(MethodName::TopK.kept_range(&s, &none), None);
         // `auto` counts the bytes of what it ran; on its own it has none.
         assert!(MethodName::Auto.bytes(&s, &t).is_err() && MethodName::Auto.kept(&s, &t).is_err());
         let ran = MethodName::Auto.ran(&Method::Certified).unwrap();

@@ -59,6 +59,8 @@ pub struct StepTraffic {
     pub support_rows: u64,
     /// `sel_count` summed over (sequence, KV head): page selectors only.
     pub selected_pages: Option<u64>,
+    /// The smallest and the largest `sel_count` of one (sequence, KV head).
+    pub selected_pages_range: Option<(u64, u64)>,
     /// Certified-exact's `kept` slot summed over query heads.
     pub kept_rows: Option<u64>,
 }
@@ -351,13 +353,20 @@ impl EngineCache {
         let sh = &self.paper.shape;
         let kv_rows = (sh.batch * sh.kv_heads) as usize;
         let heads = kv_rows * self.paper.spec.decode.group as usize;
-        let sum = |name: &str, len: usize| -> Result<Option<u64>> {
+        let counts = |name: &str, len: usize| -> Result<Option<Vec<u64>>> {
             Ok(s.slot(name)?
-                .map(|w| w[..len].iter().map(|&v| (v as i32).max(0) as u64).sum()))
+                .map(|w| w[..len].iter().map(|&v| (v as i32).max(0) as u64).collect()))
         };
+        let sum = |name: &str, len: usize| -> Result<Option<u64>> {
+            Ok(counts(name, len)?.map(|c| c.iter().sum()))
+        };
+        let selected = counts("sel_count", kv_rows)?;
         Ok(StepTraffic {
             support_rows: sum("support", heads)?.context("workspace has no `support`")?,
-            selected_pages: sum("sel_count", kv_rows)?,
+            selected_pages: selected.as_ref().map(|c| c.iter().sum()),
+            selected_pages_range: selected
+                .as_ref()
+                .and_then(|c| Some((*c.iter().min()?, *c.iter().max()?))),
             kept_rows: sum("kept", heads)?,
         })
     }

@@ -65,6 +65,11 @@ pub struct TimingRecord {
     /// absent where the run did not report it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages_kept: Option<f64>,
+    /// The smallest and the largest fraction of its own pages that one (sequence, KV head)
+    /// kept, for the page selectors; absent elsewhere and from records written before it was
+    /// stored. A wide range means unequal walks: the sparse decode drains on the longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages_kept_range: Option<[f64; 2]>,
     /// Bits per dimension of the certified path's key sketch, where the record is of a paged
     /// step (absent from records written before it was stored: those ran 4-bit sketches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,6 +117,7 @@ impl TimingRecord {
             floor_ms: bytes as f64 / ceiling_bytes_per_s * 1e3,
             x_floor: Some(median_ms / (bytes as f64 / ceiling_bytes_per_s * 1e3)),
             pages_kept: None,
+            pages_kept_range: None,
             sketch_bits: None,
             // Every timer leads (`time_ms`, the tuner) but `entkv bench --idle-start`, which
             // sets its own.
@@ -131,12 +137,13 @@ pub fn records_table(records: &[TimingRecord]) -> String {
         "min ms",
         "p90 ms",
         "kept",
+        "kept a head",
         "bytes GB",
         "floor ms",
         "x floor",
     ]
     .map(String::from);
-    let rows: Vec<[String; 10]> = records
+    let rows: Vec<[String; 11]> = records
         .iter()
         .map(|t| {
             [
@@ -147,6 +154,9 @@ pub fn records_table(records: &[TimingRecord]) -> String {
                 format!("{:.4}", t.min_ms),
                 format!("{:.4}", t.p90_ms),
                 t.pages_kept.map_or("-".into(), |k| format!("{:.4}%", 100.0 * k)),
+                t.pages_kept_range.map_or("-".into(), |[lo, hi]| {
+                    format!("{:.1}–{:.1}%", 100.0 * lo, 100.0 * hi)
+                }),
                 format!("{:.3}", t.bytes as f64 / 1e9),
                 format!("{:.4}", t.floor_ms),
                 format!("{:.2}", t.median_ms / t.floor_ms),
@@ -234,6 +244,11 @@ impl StepSizes {
     pub fn tokens_in(&self, selected_pages: u64) -> u64 {
         (selected_pages * self.page_size)
             .saturating_sub(self.kv_rows() * (self.pages() * self.page_size - self.n))
+    }
+
+    /// One (sequence, KV head)'s `sel_count` as a fraction of its sequence's pages.
+    pub fn head_page_fraction(&self, selected_pages: u64) -> f64 {
+        selected_pages as f64 / self.pages() as f64
     }
 
     /// `selected_pages` (summed `sel_count`) as a fraction of all pages.
