@@ -1,17 +1,15 @@
-# Device call at d93a9bf (kernels as f7a63f8: seed samples in runs of four only from 2048 samples; 82bac86: least-tail split ties to fewer, longer splits), on an
+# Device call at 3feea43 (kernels as f7a63f8: seed samples in runs of four only from 2048
+# samples; 82bac86: least-tail split ties to fewer, longer splits), on an
 # H200: the benchmark run behind docs/benchmarks.md
 # (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
 # autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite.
-# The pack holds this build (main/) and the exp/sel-pattern build (exp/, unused here).
-PACK=.gpu/both.txz; source scripts/device-call.sh
-export ENTKV_COMMIT=$(cat .gpu/s/main/commit)
-sed -i "1s/.*/commit $ENTKV_COMMIT/" $W/nvidia-smi.txt
+PACK=.gpu/one.txz; source scripts/device-call.sh
 snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
 if ! grep -q H200 $W/nvidia-smi.txt; then
   # Not an H200: timings would not match docs/benchmarks.md's card, so record the card and stop.
   echo "not an H200: $(cat $W/nvidia-smi.txt)"; exit 0
 fi
-cp -P .gpu/s/main/entkv .gpu/s/main/autotune .gpu/
+cp -P .gpu/s/entkv .gpu/s/autotune .gpu/
 # Ordered so that a call cut short by the session's device time keeps the most: the `paper`
 # benchmarks, `gqa`, `wide`, then the suite (its kernels passed 277/277 on an H100,
 # results/2026-12-06-seed-run).
