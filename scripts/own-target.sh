@@ -1,5 +1,5 @@
 # Sourced by the scripts that build a binary to carry to the device (pack-gpu.sh,
-# build-gpu-bins.sh), from the checkout's root, before `cargo build`.
+# build-gpu-bins.sh) and by test.sh, from the checkout's root, before cargo builds.
 #
 # A worktree of an A/B often shares this checkout's target/ (a symlink). Seen 2026-12-06: after
 # a build in the worktree, `cargo build` here finished at once and left the worktree's binary in
