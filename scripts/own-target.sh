@@ -9,7 +9,8 @@
 built_from=target/.built-from
 here=$(pwd -P)
 last=$(cat "$built_from" 2>/dev/null || true)
-if [ "$last" != "$here" ]; then
+# Outside a git checkout (an exported tree) there is no worktree to share target/ with.
+if [ "$last" != "$here" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   echo "target/ was last built from ${last:-an unknown checkout}: rebuilding this checkout's crates" >&2
   git ls-files -z -- . ':!results' ':!docs' | xargs -0 touch
   mkdir -p target/
