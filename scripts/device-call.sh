@@ -8,11 +8,16 @@
 # `commit` file, or one folder a build, each with its `commit`) into .gpu/s, points the
 # driver's JIT cache at /tmp/jc (4 GiB), records the commit(s) and the GPU in
 # $W/nvidia-smi.txt, and on exit prints $W/phases.txt and packs $W into $OUT/r.tgz (the one
-# file a call brings back).
+# file a call brings back). BUILD=NAME picks folder NAME of a pack of several builds as the one
+# build at .gpu/s (so one carried pack can serve calls that choose their build on the device).
 set -u
 W=${W:-/tmp/r}
 mkdir -p "$W" .gpu/s
 xz -dc "$PACK" | tar xf - -C .gpu/s
+if [ -n "${BUILD:-}" ]; then
+  [ -f ".gpu/s/$BUILD/commit" ] || { echo "no build $BUILD in $PACK" >&2; exit 1; }
+  cp -a ".gpu/s/$BUILD/." .gpu/s/
+fi
 export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-/tmp/jc}
 # A pack of one build has .gpu/s/commit; a pack of several (an A/B) has one a build folder.
 if [ -f .gpu/s/commit ]; then

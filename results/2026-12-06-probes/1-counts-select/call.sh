@@ -1,5 +1,5 @@
 # Device call, any GPU: branch exp/select-barriers (b8cedbf = 22b2b52 plus one kernel change
-# behind a generation-time switch, exp.diff; .gpu/exp.txz). ENTKV_EXP_SELECT=old generates
+# behind a generation-time switch, exp.diff; folder exp/ of .gpu/two.txz). ENTKV_EXP_SELECT=old generates
 # main's kernels, `new` select_topk with 4 barriers a pass instead of 6. In order of value, since
 # the session's device time may cut the call short:
 # 1. Is the new select_topk faster? The family tuned alone at 128k and 1M, old new old new, each
@@ -10,7 +10,7 @@
 #    `pages_kept_range` since 3feea43: `gqa` and `paper`, top-k and Gaussian, untuned, 32k–1M.
 # 4. Where does `select_topk`'s chain spend its time at `paper` 128k on its tuned tile (old)?
 #    ncu --set full with the SASS source view of one launch, on the bundle tuned in o1.
-PACK=.gpu/exp.txz; source scripts/device-call.sh
+PACK=.gpu/two.txz BUILD=exp; source scripts/device-call.sh
 E=.gpu/s/entkv
 snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
 for r in o1:old n1:new o2:old n2:new; do
