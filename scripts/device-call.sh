@@ -3,6 +3,7 @@
 #
 #   PACK=.gpu/x.txz; source scripts/device-call.sh
 #   ph NAME LIMIT_S CMD...     # runs CMD, stdout+stderr to $W/NAME.log, killed past LIMIT_S
+#   snap                       # packs $W into $OUT/r.tgz now (what a call cut short brings back)
 #
 # It unpacks $PACK (an xz tar from scripts/pack-gpu.sh: `entkv`, `autotune` a link to it and a
 # `commit` file, or one folder a build, each with its `commit`) into .gpu/s, points the
@@ -25,9 +26,10 @@ if [ -f .gpu/s/commit ]; then
 else
   export ENTKV_COMMIT=$(for f in .gpu/s/*/commit; do printf '%s:%s ' "$(basename "$(dirname "$f")")" "$(cat "$f")"; done)
 fi
+snap() { tar czf "$OUT/r.tgz" -C "$W" .; }
 device_call_finish() {
   cat "$W/phases.txt" 2>/dev/null
-  tar czf "$OUT/r.tgz" -C "$W" .
+  snap
 }
 trap device_call_finish EXIT
 {

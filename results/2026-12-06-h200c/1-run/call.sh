@@ -4,7 +4,6 @@
 # (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
 # autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite.
 PACK=.gpu/two.txz BUILD=main; source scripts/device-call.sh
-snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
 if ! grep -q H200 $W/nvidia-smi.txt; then
   # Not an H200: timings would not match docs/benchmarks.md's card, so record the card and stop.
   echo "not an H200: $(cat $W/nvidia-smi.txt)"; exit 0

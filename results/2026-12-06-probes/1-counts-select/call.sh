@@ -1,7 +1,7 @@
 # Device call, any GPU: branch exp/select-barriers (b8cedbf = 22b2b52 plus one kernel change
-# behind a generation-time switch, exp.diff; folder exp/ of .gpu/two.txz). ENTKV_EXP_SELECT=old generates
-# main's kernels, `new` select_topk with 4 barriers a pass instead of 6. In order of value, since
-# the session's device time may cut the call short:
+# behind a generation-time switch, exp.diff; folder exp/ of .gpu/two.txz). ENTKV_EXP_SELECT=old
+# generates main's kernels, `new` select_topk with 4 barriers a pass instead of 6. In order of
+# value, since the session's device time may cut the call short:
 # 1. Is the new select_topk faster? The family tuned alone at 128k and 1M, old new old new, each
 #    a fresh tuner process (--no-cache): every candidate's time is in each tune log.
 # 2. The GPU suite (--small-only) on the new kernels.
@@ -12,7 +12,6 @@
 #    ncu --set full with the SASS source view of one launch, on the bundle tuned in o1.
 PACK=.gpu/two.txz BUILD=exp; source scripts/device-call.sh
 E=.gpu/s/entkv
-snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
 for r in o1:old n1:new o2:old n2:new; do
   export ENTKV_EXP_SELECT=${r##*:}
   ph tune-${r%%:*} 60 .gpu/s/autotune --alpha 1.5 --head-dim 32 --contexts 128k,1M --kernels select_topk --no-cache --out $W/ab-${r%%:*}

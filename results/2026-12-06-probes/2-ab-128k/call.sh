@@ -5,7 +5,6 @@
 # old new old new, each a fresh tuner process (--no-cache): every candidate's time is in each
 # tune log, so the two kernels are compared tile by tile within this call.
 PACK=.gpu/two.txz BUILD=exp; source scripts/device-call.sh
-snap(){ tar czf "$OUT/r.tgz" -C "$W" .; }
 for r in o1:old n1:new o2:old n2:new; do
   export ENTKV_EXP_SELECT=${r##*:}
   ph tune-${r%%:*} 50 .gpu/s/autotune --alpha 1.5 --head-dim 32 --contexts 128k --kernels select_topk --no-cache --out $W/ab-${r%%:*}
