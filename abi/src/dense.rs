@@ -32,6 +32,12 @@ fn wide_row(spec: &DecodeSpec) -> bool {
     spec.head_dim * spec.group >= WIDE_ROW_DIMS && spec.group <= 4
 }
 
+/// Whether the tensor cores can take this spec's K and V (`mma` multiplies f16 or bf16; f32
+/// caches keep FMA tiles).
+fn mma_takes(spec: &DecodeSpec) -> bool {
+    spec.kv_dtype != DType::F32
+}
+
 /// Whether the default tiles give each token one lane although the group's q slices then take
 /// d·G = 64 registers a lane: GQA 2 at d = 32 (BENCH.md's `gqa`). The tuner on the H200
 /// (results/2026-11-30-wide/4-same-call-e77be65, tune-log-gqa.jsonl) put one lane ahead of two
@@ -139,7 +145,11 @@ impl DenseTile {
 
     pub fn default_for(spec: &DecodeSpec) -> DenseTile {
         if wide_row(spec) {
-            return DenseTile::default_wide(spec);
+            return if mma_takes(spec) {
+                DenseTile::default_wide(spec)
+            } else {
+                DenseTile::fma_wide(spec)
+            };
         }
         // One lane per token (four independent 16-byte loads per row, no shuffles) measured
         // fastest on the H200 for d = 32 (results/2026-11-29-dense-variants). Larger heads and
@@ -211,7 +221,7 @@ impl DenseTile {
                 ..tile
             };
         }
-        if one_lane_pair(&spec.decode) {
+        if one_lane_pair(&spec.decode) && mma_takes(&spec.decode) {
             DenseTile {
                 threads: 256,
                 lanes_per_token: 1,
@@ -233,6 +243,12 @@ impl DenseTile {
         if one_lane_pair(spec) {
             DenseTile {
                 lanes_per_token: 2,
+                // f32 rows are twice the registers: six tokens spill 56 B (local ptxas 13).
+                tokens_per_group: if spec.kv_dtype == DType::F32 {
+                    3
+                } else {
+                    tile.tokens_per_group
+                },
                 ..tile
             }
         } else {
@@ -307,9 +323,12 @@ impl DenseTile {
         // tuner in one call: results/2026-12-05-long-select/3-checks-bench, tune-log-wide).
         let wide = wide_row(spec);
         let wide_grid = wide && paged.sketch_token_grid();
+        // f32 rows at one lane a token would hold 512 B of K a lane: they keep the 8-bit
+        // layout's lanes (and FMA rescoring: the tensor cores take no f32).
+        let one_lane_wide = wide_grid && mma_takes(spec);
         let tile = DenseTile {
             threads: 128,
-            lanes_per_token: if wide_grid {
+            lanes_per_token: if one_lane_wide {
                 1
             } else if wide {
                 spec.head_dim * spec.group / 64
@@ -324,7 +343,7 @@ impl DenseTile {
             // stream spills 4–48 B with eight at G = 2) and for 8-bit wide rows with ALiBi (8–16
             // B at P = 64; local ptxas 13).
             tokens_per_group: match spec.group {
-                _ if wide_grid => 2,
+                _ if one_lane_wide => 2,
                 _ if wide && paged.alibi => 4,
                 _ if wide => 8,
                 1 => 4,
@@ -365,13 +384,12 @@ impl DenseTile {
         // page-pruned walk, which a seeded tile cannot serve, keeps it unseeded
         // ([`DenseTile::default_certified_pruned`]). `gqa` gains from 32k up but loses at 8k (72 →
         // 98 µs) and `paper` at 1M: the tuner decides there.
-        let grid_wide = paged.sketch_token_grid() && wide;
         let tile = DenseTile {
-            share_bound: grid_wide,
-            seed: grid_wide,
+            share_bound: wide_grid,
+            seed: wide_grid,
             ..tile
         };
-        if grid_wide {
+        if wide_grid {
             // Rescoring on the tensor cores (`mma`) and no occupancy floor: at one token a lane
             // the H200 tuner's best seeded tile at 32k and 1M (225 / 414 / 1723 µs against 240 /
             // 481 / 1743 for the best FMA tiles; results/2026-12-05-certified-tc/3-tune-wide).
@@ -382,7 +400,7 @@ impl DenseTile {
             // ([`DenseTile::default_certified_pruned`]).
             return DenseTile {
                 score_min_blocks: 0,
-                mma: true,
+                mma: mma_takes(spec),
                 ..tile
             };
         }
@@ -552,10 +570,17 @@ impl DenseTile {
                 spec.group, spec.head_dim
             )));
         }
-        if self.tokens_per_group == 0 || self.tokens_per_group * spec.group > 64 {
+        if self.mma && !mma_takes(spec) {
             return Err(bad(format!(
-                "tokens_per_group × group = {} must be in 1..=64 (registers)",
-                self.tokens_per_group * spec.group
+                "mma (`_tc`) multiplies f16 or bf16 keys, not {}",
+                spec.kv_dtype.name()
+            )));
+        }
+        // In u64: a bundle's row may hold any u32, and a wrapped product would pass.
+        let per_lane = u64::from(self.tokens_per_group) * u64::from(spec.group);
+        if !(1..=64).contains(&per_lane) {
+            return Err(bad(format!(
+                "tokens_per_group × group = {per_lane} must be in 1..=64 (registers)"
             )));
         }
         if self.newton_steps > 16 || self.score_min_blocks > 32 || !(1..=32).contains(&self.ctas_per_sm) {
@@ -855,6 +880,19 @@ mod tests {
         }
         let paper = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, true, 8).unwrap();
         assert_eq!(DenseTile::default_paged(&paper).tokens_per_group, 8);
+    }
+
+    #[test]
+    fn tokens_per_group_that_wraps_u32_is_refused() {
+        // A bundle row's 2³¹ tokens a group times group 2 is 0 in u32: the check must not pass
+        // it on to a zero chunk length (a division by zero in the plan).
+        let spec = DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap();
+        let tile = DenseTile {
+            tokens_per_group: 1 << 31,
+            ..DenseTile::default_for(&spec)
+        };
+        let e = tile.check(&spec).unwrap_err().to_string();
+        assert!(e.contains("tokens_per_group × group = 4294967296"), "{e}");
     }
 
     #[test]

@@ -323,6 +323,30 @@ mod tests {
         }
     }
 
+    /// Every family's default rows (each selector's walk included) are valid for every
+    /// supported spec, f32 caches too: a default the spec refuses would fail only at codegen
+    /// (f32 keys once took `mma` defaults at GQA 2 and wide rows).
+    #[test]
+    fn default_rows_are_valid_for_every_spec() {
+        for d in crate::SUPPORTED_HEAD_DIMS {
+            for g in crate::SUPPORTED_GROUPS {
+                for kv in [DType::F16, DType::BF16, DType::F32] {
+                    for (p, alibi, bits) in [(16, false, 4), (32, true, 8), (64, false, 8)] {
+                        let spec =
+                            PagedSpec::new(DecodeSpec::new(1.5, d, g, kv).unwrap(), p, alibi, bits).unwrap();
+                        for f in KernelFamily::ALL {
+                            for (selector, tile) in f.default_rows(&spec) {
+                                tile.entries(f, &spec).unwrap_or_else(|e| {
+                                    panic!("{f} {selector:?} at {}: {e}", spec.sketch_tag())
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Head-bound sharing is a tile of the certified pass over 4-bit sketches at GQA ≤ 4: its
     /// entries gain `certified_init` and the `_h` tag; anywhere else it is refused by name.
     #[test]

@@ -455,10 +455,11 @@ impl SoftmaxTopkTile {
         if d / l * spec.decode.kv_dtype.size_bytes() > 128 {
             return Err(bad(format!("{} dims per lane is too many registers", d / l)));
         }
-        if self.tokens_per_group == 0 || self.tokens_per_group * spec.decode.group > 32 {
+        // In u64: a bundle's row may hold any u32, and a wrapped product would pass.
+        let per_lane = u64::from(self.tokens_per_group) * u64::from(spec.decode.group);
+        if !(1..=32).contains(&per_lane) {
             return Err(bad(format!(
-                "tokens_per_group × group = {} must be in 1..=32 (registers)",
-                self.tokens_per_group * spec.decode.group
+                "tokens_per_group × group = {per_lane} must be in 1..=32 (registers)"
             )));
         }
         if !(1..=32).contains(&self.ctas_per_sm) {
@@ -675,6 +676,11 @@ mod tests {
         let mut t = SoftmaxTopkTile::default_for(&s8);
         t.threads = 1024;
         assert!(e(t.check(&s8)).contains("shared memory"));
+        // A bundle row's 2³¹ tokens a group times group 2 wraps to 0 in u32.
+        let s2 = spec(32, 2, 16, DType::F16);
+        let mut t = SoftmaxTopkTile::default_for(&s2);
+        t.tokens_per_group = 1 << 31;
+        assert!(e(t.check(&s2)).contains("tokens_per_group × group = 4294967296"));
     }
 
     #[test]

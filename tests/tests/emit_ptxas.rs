@@ -9,7 +9,8 @@ use entkv_tests::{assemble_module, assert_no_spills, on_two_workers, ptxas_avail
 
 /// Every (α, head dim, page size) of the matrix with the default dtype (f16), GQA 1, no
 /// ALiBi, 4-bit sketch; plus each other axis value once (bf16, ALiBi, 8-bit sketch, every GQA
-/// group), two specs at the sparse decode's register cap, and the `gqa` and `wide` workloads.
+/// group), two specs at the sparse decode's register cap, and the `gqa` and `wide` workloads
+/// (also with f32 caches).
 fn specs() -> Vec<PagedSpec> {
     let mut v = Vec::new();
     for alpha in [1.5, 2.0, 4.0 / 3.0, 1.25] {
@@ -42,6 +43,10 @@ fn specs() -> Vec<PagedSpec> {
             .unwrap(),
         );
     }
+    // f32 caches at those two shapes: their defaults keep FMA tiles (the tensor cores take no
+    // f32), and the wide certified pass keeps the 8-bit layout's lanes.
+    v.push(PagedSpec::new(DecodeSpec::new(1.5, 32, 2, DType::F32).unwrap(), 16, false, 4).unwrap());
+    v.push(PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::F32).unwrap(), 32, false, 4).unwrap());
     v
 }
 
