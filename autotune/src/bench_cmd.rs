@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::device::{FunctionCache, Kernels, StepTimer};
 use crate::engine_bench::{rotation_copies, EngineCache, Session, SoftmaxTopk, StepTraffic};
-use crate::paper::DeviceKeys;
+use crate::paper::{DeviceKeys, PaperLayout};
 use crate::record::{records_table, step_bytes, summarize, Environment, StepSizes, TimingRecord};
 use crate::verify_cmd::{aligned, default_rows_only, method_label};
 
@@ -546,6 +546,9 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             .with_context(|| format!("cannot open bundle {}", args.bundle.display()))?,
     );
     let spec = require_spec(&bundle, &args.bundle, &w, args.sketch_bits)?;
+    for &n in &lengths {
+        PaperLayout::shape(&spec, w.batch, w.kv_heads, n).context("--n")?;
+    }
     // variants[0] is the bundle as it is, variants[1] (unless --no-defaults) its default rows.
     let mut variants = vec![bundle.clone()];
     if !args.no_defaults {

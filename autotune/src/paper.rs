@@ -54,21 +54,30 @@ pub struct PaperLayout {
 }
 
 impl PaperLayout {
-    pub fn new(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u64, seed: u64) -> Result<PaperLayout> {
-        let len = i32::try_from(n)
+    /// The pool's shape for `batch` sequences of `n` tokens, or why it cannot be built (host
+    /// only: commands check their lengths with it before opening the GPU).
+    pub fn shape(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u64) -> Result<PagedShape> {
+        i32::try_from(n)
             .ok()
             .filter(|&l| l >= 1)
-            .context("n must be in 1..=2³¹−1")?;
+            .with_context(|| format!("n = {n} must be in 1..=2³¹−1"))?;
         let pages_per_seq = n.div_ceil(spec.page_size as u64) as u32;
-        let shape = PagedShape {
+        Ok(PagedShape {
             batch,
             kv_heads,
             num_pages: batch
                 .checked_mul(pages_per_seq)
                 .filter(|&p| p <= i32::MAX as u32)
-                .context("the pool has more pages than an i32 block table can address")?,
+                .with_context(|| {
+                    format!("n = {n}: the pool has more pages than an i32 block table can address")
+                })?,
             max_pages: pages_per_seq,
-        };
+        })
+    }
+
+    pub fn new(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u64, seed: u64) -> Result<PaperLayout> {
+        let shape = PaperLayout::shape(spec, batch, kv_heads, n)?;
+        let len = n as i32;
         let mut block_table: Vec<i32> = (0..shape.num_pages as i32).collect();
         block_table.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
         let q_heads = shape.q_heads(spec) as usize;

@@ -201,6 +201,7 @@ pub fn prepare(cfg: &QualityConfig) -> Result<(PagedCase, PagedInputs, WorkloadI
             if *batch == 0 || *n == 0 {
                 return Err(QualityError::Config("batch and n must be ≥ 1".into()));
             }
+            check_generated_size(&spec, *batch, kv_heads, *n)?;
             let case = PagedCase {
                 spec,
                 kv_heads,
@@ -214,6 +215,7 @@ pub fn prepare(cfg: &QualityConfig) -> Result<(PagedCase, PagedInputs, WorkloadI
             Ok((case, x, info(name, *batch, *n, *seed)))
         }
         Source::Arrays { name, qkv } => {
+            check_array_values(&spec, qkv)?;
             let case = PagedCase {
                 spec,
                 kv_heads,
@@ -226,6 +228,78 @@ pub fn prepare(cfg: &QualityConfig) -> Result<(PagedCase, PagedInputs, WorkloadI
             Ok((case, x, info(name.clone(), 1, qkv.n as u32, 0)))
         }
     }
+}
+
+/// A generated cache the engine can address (i32 lengths and page ids, a grid of at most 65535
+/// sequences and KV heads) and this machine can hold: K and V live on the host in float64 (the
+/// reference) and in their storage type, about `16 + 2·bytes` a value.
+fn check_generated_size(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u32) -> Result<(), QualityError> {
+    let bad = |m: String| Err(QualityError::Config(m));
+    if n > i32::MAX as u32 {
+        return bad(format!(
+            "n = {n} is past the engine's i32 lengths (at most {})",
+            i32::MAX
+        ));
+    }
+    if batch > u16::MAX as u32 || kv_heads > u16::MAX as u32 {
+        return bad(format!(
+            "batch {batch} and {kv_heads} KV heads must each be at most {} (grid dimensions)",
+            u16::MAX
+        ));
+    }
+    let p = spec.page_size as u64;
+    let values = 2
+        * batch as u128
+        * kv_heads as u128
+        * ((n as u64).div_ceil(p) * p) as u128
+        * spec.decode.head_dim as u128;
+    let bytes = values * (16 + 2 * spec.decode.kv_dtype.size_bytes() as u128);
+    if let Some(available) = available_memory_bytes().map(u128::from) {
+        if bytes > available {
+            return bad(format!(
+                "a generated cache of batch {batch} × {kv_heads} KV heads × n {n} needs about {:.1} GiB \
+                 of host memory (float64 K and V beside their storage copies); {:.1} GiB are available",
+                bytes as f64 / (1u64 << 30) as f64,
+                available as f64 / (1u64 << 30) as f64
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `MemAvailable` of /proc/meminfo, where there is one.
+fn available_memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Every captured value is finite and stays finite in its storage type (q in the query
+/// dtype, K and V in the cache's): an infinity or NaN would make every metric meaningless.
+fn check_array_values(spec: &PagedSpec, a: &QkvArrays) -> Result<(), QualityError> {
+    let d = a.head_dim;
+    let arrays: [(&str, &[f64], DType, usize); 3] = [
+        ("--q", &a.q, spec.decode.q_dtype, 1),
+        ("--k", &a.k, spec.decode.kv_dtype, a.n),
+        ("--v", &a.v, spec.decode.kv_dtype, a.n),
+    ];
+    for (what, values, dtype, rows) in arrays {
+        for (i, &x) in values.iter().enumerate() {
+            if !entkv_kernels::data::round_to(dtype, x).1.is_finite() {
+                let at = if rows == 1 {
+                    format!("[{}, {}]", i / d, i % d)
+                } else {
+                    format!("[{}, {}, {}]", i / (rows * d), i / d % rows, i % d)
+                };
+                return Err(QualityError::Config(format!(
+                    "{what}{at} = {x} is not a finite {} value",
+                    dtype.name()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `[heads, d]` queries and `[kv_heads, n, d]` keys and values as a one-sequence paged cache.
@@ -643,6 +717,42 @@ mod tests {
             (metric(0.0), metric(0.25), metric(2.5e-6)),
             ("0".into(), "0.2500".into(), "2.5e-6".into())
         );
+    }
+
+    #[test]
+    fn bad_arrays_and_sizes_are_named() {
+        let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+        let (heads, n, d) = (2, 3, 32);
+        let ok = QkvArrays {
+            heads,
+            kv_heads: heads,
+            n,
+            head_dim: d,
+            q: vec![0.5; heads * d],
+            k: vec![0.25; heads * n * d],
+            v: vec![-1.0; heads * n * d],
+        };
+        check_array_values(&spec, &ok).unwrap();
+        let e = |a: &QkvArrays| check_array_values(&spec, a).unwrap_err().to_string();
+        let mut a = ok.clone();
+        a.q[d + 3] = f64::NAN;
+        assert_eq!(e(&a), "--q[1, 3] = NaN is not a finite f16 value");
+        let mut a = ok.clone();
+        a.k[(n + 2) * d + 5] = 70000.0; // past f16's largest finite value, 65504
+        assert_eq!(e(&a), "--k[1, 2, 5] = 70000 is not a finite f16 value");
+        let mut a = ok.clone();
+        a.v[7] = f64::NEG_INFINITY;
+        assert_eq!(e(&a), "--v[0, 0, 7] = -inf is not a finite f16 value");
+
+        let size = |b, h, n| check_generated_size(&spec, b, h, n).map_err(|e| e.to_string());
+        size(8, 24, 1 << 12).unwrap();
+        assert!(size(1, 1, 3_000_000_000).unwrap_err().contains("i32 lengths"));
+        assert!(size(70_000, 1, 16).unwrap_err().contains("at most 65535"));
+        if available_memory_bytes().is_some() {
+            assert!(size(65_535, 65_535, i32::MAX as u32)
+                .unwrap_err()
+                .contains("GiB of host memory"));
+        }
     }
 
     #[test]

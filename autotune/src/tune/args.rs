@@ -65,7 +65,7 @@ pub struct Cli {
     /// Seconds after which no new evaluation starts; the bundle is still written (unfinished
     /// buckets ship the default).
     #[arg(long, value_parser = parse_seconds)]
-    pub time_budget: Option<f64>,
+    pub time_budget: Option<Duration>,
     /// Skip the refinement: one step of coordinate descent around each dense-tile family's
     /// first-round best (up to 12 more candidates per family and bucket).
     #[arg(long)]
@@ -166,9 +166,10 @@ fn parse_data(s: &str) -> Result<DataKind, String> {
     }
 }
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+fn parse_seconds(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) if v.is_finite() && v > 0.0 => Duration::try_from_secs_f64(v)
+            .map_err(|_| format!("`{s}` seconds is longer than a time budget can be")),
         _ => Err(format!("`{s}` is not a positive number of seconds")),
     }
 }
@@ -221,6 +222,16 @@ impl Cli {
         if families.is_empty() {
             families = KernelFamily::ALL.to_vec();
         }
+        // What the spec rules out (an α outside the Gaussian solver's range, …) is said here,
+        // before the GPU is opened, not after.
+        for &family in &families {
+            family.default_tile(&spec).check(family, &spec).with_context(|| {
+                format!(
+                    "{family} cannot be built for {} (--kernels tunes the other families)",
+                    spec.sketch_tag()
+                )
+            })?;
+        }
         Ok(SearchOpts {
             batch: self.batch,
             q_heads: self.q_heads,
@@ -230,7 +241,7 @@ impl Cli {
             strategy: self.strategy,
             seed: self.seed,
             max_evals: self.max_evals,
-            time_budget: self.time_budget.map(Duration::from_secs_f64),
+            time_budget: self.time_budget,
             refine: !self.no_refine,
             data: self.data,
             reps: self.reps,
@@ -410,6 +421,12 @@ mod tests {
             (o.data, o.reps, o.final_reps, o.progress),
             (DataKind::Normal, 20, 60, false)
         );
+        let e = err(&["--alpha", "20", "--head-dim", "32"]);
+        assert!(e.contains("select_gaussian") && e.contains("α"), "{e}");
+        let e = err(&["--alpha", "1.5", "--head-dim", "32", "--time-budget", "2e19"]);
+        assert!(e.contains("longer than a time budget"), "{e}");
+        let e = err(&["--alpha", "1.5", "--head-dim", "32", "--time-budget", "0"]);
+        assert!(e.contains("not a positive number"), "{e}");
         // Timing data is generated on the device; peaked keys are verification data only.
         let e = err(&["--alpha", "1.5", "--head-dim", "32", "--data", "peaked"]);
         assert!(e.contains("verification"), "{e}");
