@@ -115,9 +115,16 @@ pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Bundle, BundleError> {
             .ok()
             .filter(|n| valid_artifact_name(n))
             .ok_or_else(|| {
+                // A corrupt length can make the "name" megabytes of PTX: echo its start only.
+                const SHOWN: usize = 80;
+                let shown = String::from_utf8_lossy(&name[..name.len().min(SHOWN)]).into_owned();
+                let more = if name.len() > SHOWN {
+                    format!(" … ({} bytes)", name.len())
+                } else {
+                    String::new()
+                };
                 BundleError::Corrupt(format!(
-                    "artifact {i} of the single-file bundle has a bad name {:?}",
-                    String::from_utf8_lossy(name)
+                    "artifact {i} of the single-file bundle has a bad name {shown:?}{more}"
                 ))
             })?
             .to_string();

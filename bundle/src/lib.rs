@@ -337,6 +337,12 @@ impl Bundle {
         })?;
         if meta.is_dir() {
             verify::open_dir(path)
+        } else if !meta.is_file() {
+            // A FIFO or a device would be read until it ends, which may be never.
+            Err(BundleError::NotABundle {
+                path: path.to_path_buf(),
+                reason: "neither a bundle directory nor a regular (.entkvb) file".into(),
+            })
         } else {
             let bytes = std::fs::read(path).map_err(|source| BundleError::Io {
                 path: path.to_path_buf(),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::verify::ptx_declares_entry;
+use crate::verify::{ptx_declares_entry, ptx_targets};
 use entkv_abi::{DType, DecodeSpec, DenseTile, Selector};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -274,6 +274,24 @@ fn edited_manifest_is_detected() {
     let v = read_manifest_json(&t2.0);
     std::fs::write(t2.0.join(MANIFEST_FILE), serde_json::to_vec(&v).unwrap()).unwrap();
     Bundle::open(&t2.0).unwrap();
+}
+
+/// A manifest field of the wrong type is named by its path (whatever the digest says: the
+/// fields are read before it is compared).
+#[test]
+fn a_bad_manifest_field_is_named() {
+    let t = TempDir::new("field");
+    bundle().write_dir(&t.0).unwrap();
+    let mut v = read_manifest_json(&t.0);
+    v["manifest"]["table"][1]["block_threads"] = serde_json::json!(-1);
+    write_manifest_json(&t.0, &v);
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains("manifest.table[1].block_threads") && e.contains("-1") && e.contains("schema-11"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -652,6 +670,16 @@ fn bad_manifest_json_is_not_a_bundle() {
     assert!(e.to_string().contains("entkv_version"), "{e}");
 }
 
+#[cfg(unix)]
+#[test]
+fn devices_are_not_read_as_bundles() {
+    let e = Bundle::open(Path::new("/dev/zero")).unwrap_err();
+    assert!(
+        matches!(e, BundleError::NotABundle { .. }) && e.to_string().contains("regular"),
+        "{e}"
+    );
+}
+
 #[test]
 fn truncated_or_garbage_single_files_are_refused_without_panics() {
     let bytes = bundle().to_single_file_bytes();
@@ -685,6 +713,17 @@ fn truncated_or_garbage_single_files_are_refused_without_panics() {
     long_name[count_at + 4..count_at + 12].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
     let e = Bundle::from_single_file_bytes(&long_name).unwrap_err();
     assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
+    // A name length that swallows the artifacts: the message echoes the name's start only.
+    let left = (bytes.len() - (count_at + 12)) as u64;
+    long_name[count_at + 4..count_at + 12].copy_from_slice(&left.to_le_bytes());
+    let e = Bundle::from_single_file_bytes(&long_name)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bad name") && e.contains(&format!("({left} bytes)")),
+        "{e}"
+    );
+    assert!(e.len() < 300, "{} bytes of message", e.len());
 
     // Another container version.
     let mut v2 = bytes.clone();
@@ -931,7 +970,7 @@ fn writer_rejects_bad_file_names() {
     let dup = module_name(KernelFamily::PageMeta, &spec());
     let e = w.add_module(&dup, String::new(), vec![]).unwrap_err();
     assert!(e.to_string().contains("twice"), "{e}");
-    w.add_module("extra-1.0_x.ptx", String::new(), vec![]).unwrap();
+    w.add_module("extra-1.0_x.ptx", fake_ptx(&[]), vec![]).unwrap();
     w.finish().unwrap();
 }
 
@@ -1070,6 +1109,22 @@ fn inconsistent_tables_are_corrupt() {
     });
     w.add_spec(s);
     corrupt(w, "target_sm");
+}
+
+#[test]
+fn target_sm_must_be_the_ptx_target() {
+    let t = TempDir::new("target");
+    bundle().write_dir(&t.0).unwrap();
+    edit_manifest(&t.0, |m| m.target_sm = 80);
+    let e = Bundle::open(&t.0).unwrap_err();
+    assert!(
+        matches!(e, BundleError::Corrupt(_)) && e.to_string().contains("`.target sm_80`"),
+        "{e}"
+    );
+    assert!(ptx_targets(".version 8.0\n.target sm_90a\n", 90));
+    assert!(ptx_targets("  .target sm_90, debug\n", 90));
+    assert!(!ptx_targets(".target sm_900\n", 90));
+    assert!(!ptx_targets(".version 8.0\n", 90));
 }
 
 #[test]

@@ -91,9 +91,11 @@ pub(crate) fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, Bund
         )));
     }
     let recorded = recorded.to_string();
-    let manifest: Manifest = serde_json::from_value(value["manifest"].clone()).map_err(|e| {
+    let manifest: Manifest = serde_path_to_error::deserialize(value["manifest"].clone()).map_err(|e| {
         BundleError::Corrupt(format!(
-            "the manifest does not match schema {SCHEMA_VERSION}: {e}"
+            "manifest.{}: {} (a schema-{found} manifest)",
+            e.path(),
+            e.inner()
         ))
     })?;
     let actual = manifest_digest(&manifest);
@@ -201,6 +203,12 @@ pub(crate) fn check_consistency(
         let text = ptx
             .get(&a.file)
             .ok_or_else(|| BundleError::MissingArtifact { file: a.file.clone() })?;
+        if !ptx_targets(text, manifest.target_sm) {
+            return corrupt(format!(
+                "artifact `{}` does not declare `.target sm_{}` (the manifest's target_sm)",
+                a.file, manifest.target_sm
+            ));
+        }
         let mut entries = BTreeSet::new();
         for e in &a.entries {
             if !entries.insert(e.as_str()) {
@@ -378,6 +386,18 @@ fn check_row(
 
 /// Whether `ptx` has `.entry <name>` followed by something that cannot continue an identifier
 /// (a cheap textual check, not a PTX parser).
+/// Whether the PTX's `.target` directive names `sm_<sm>` (a feature suffix such as `sm_90a`
+/// counts: it runs on the same devices).
+pub(crate) fn ptx_targets(ptx: &str, sm: u32) -> bool {
+    let want = format!("sm_{sm}");
+    ptx.lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix(".target"))
+        .and_then(|rest| rest.split([' ', '\t', ',']).find(|t| !t.is_empty()))
+        .and_then(|t| t.strip_prefix(want.as_str()))
+        .is_some_and(|suffix| suffix.chars().all(|c| c.is_ascii_lowercase()))
+}
+
 pub(crate) fn ptx_declares_entry(ptx: &str, name: &str) -> bool {
     ptx.match_indices(".entry").any(|(i, m)| {
         let rest = &ptx[i + m.len()..];
