@@ -141,7 +141,7 @@ typedef struct {
     int32_t alibi;              /**< 0 or 1: steps take per-query-head ALiBi slopes */
     uint32_t sketch_bits;       /**< key sketch of the certified path: 4 or 8; 0 = 4 */
     int32_t method;             /**< ENTKV_DENSE … ENTKV_AUTO */
-    uint32_t topk_budget_pages; /**< ENTKV_TOPK: pages kept besides the last (≥ 1); else ignored */
+    uint32_t topk_budget_pages; /**< ENTKV_TOPK: pages kept besides the last (1 … 2^31 − 1); else ignored */
     uint32_t max_batch;         /**< most sequences in one step (≤ 65535) */
     uint32_t num_pages;         /**< pages in the K/V pools */
     uint32_t max_pages;         /**< columns of the block table (most pages per sequence) */
@@ -238,7 +238,10 @@ entkv_status entkv_decoder_workspace_slot(const entkv_decoder *decoder, const ch
 /** Plan a step for host copies of the lengths (`batch` int32) and block table
  *  (`block_table_len` = batch × max_pages int32, row-major), and load its kernels. Every length
  *  and referenced page is checked here (ENTKV_ERR_BATCH). The step serves any later step with
- *  the same batch whose lengths are no longer than these (page ids may change). A host array
+ *  the same batch whose lengths are no longer than these (page ids may change). Those later
+ *  steps' device copies are not checked (that would need a host sync): each length must stay
+ *  ≥ 1 and every page id it references in [0, num_pages), or the kernels read (and append
+ *  writes) outside the pools and the metadata. A host array
  *  may be NULL only when its length is 0. Free with entkv_step_free. */
 entkv_status entkv_decoder_plan(const entkv_decoder *decoder, const int32_t *seq_lens,
                                 uint32_t batch, const int32_t *block_table,
@@ -253,7 +256,8 @@ entkv_status entkv_step_method(const entkv_step *step, int32_t *method);
 /** Run a decode step on `cu_stream` (a CUstream of the decoder's device, e.g.
  *  torch.cuda.current_stream().cuda_stream; NULL = legacy default stream). Writes `out` and
  *  the workspace slots. Asynchronous: every buffer must stay valid until the stream reaches
- *  this point, and the device's lengths/block table must hold what the step was planned for.
+ *  this point, and the device's lengths/block table must hold what the step was planned for
+ *  (see entkv_decoder_plan: lengths 1 … planned, page ids in the pool).
  *  Tensors and regions are checked first (ENTKV_ERR_TENSOR); nothing is launched then. */
 entkv_status entkv_decoder_run(const entkv_decoder *decoder, const entkv_step *step,
                                void *cu_stream, const entkv_buffers *buffers);

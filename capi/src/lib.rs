@@ -437,7 +437,9 @@ unsafe fn launch_step(
 /// Handles NULL or valid. `cu_stream` is a live stream of the decoder's device context, and
 /// every pointer in `buffers` is device memory of that context with the described shape, valid
 /// until the step has finished on the stream. The device's lengths and block table hold what
-/// the step was planned for (page ids may change; no length may exceed the planned ones).
+/// the step was planned for: page ids may change, but each length stays between 1 and the
+/// planned one and every page id it references in [0, num_pages) (checked by
+/// `entkv_decoder_plan` on its host copies, never on the device's).
 #[no_mangle]
 pub unsafe extern "C" fn entkv_decoder_run(
     decoder: *const EntkvDecoder,

@@ -353,7 +353,13 @@ fn bad_problems_are_refused_before_the_gpu_is_opened() {
         (
             |p| (p.method, p.topk_budget_pages) = (ENTKV_TOPK, 0),
             ENTKV_ERR_SPEC,
-            "top-k budget must be ≥ 1 page, got 0",
+            "top-k budget must be 1..=2147483647 pages, got 0",
+        ),
+        (
+            // A C caller's -1.
+            |p| (p.method, p.topk_budget_pages) = (ENTKV_TOPK, u32::MAX),
+            ENTKV_ERR_SPEC,
+            "top-k budget must be 1..=2147483647 pages, got 4294967295",
         ),
         (
             |p| p.kv_dtype = 9,

@@ -296,8 +296,11 @@ impl Decoder {
     /// # Safety
     /// `stream` is a live stream of the GPU's context (or null), and every pointer in `buffers`
     /// is device memory of that context with the described shape, valid until the step has
-    /// finished; the device's block table and lengths hold what the step was planned for (the
-    /// page ids may change, each length may not exceed [`StepPlan::longest`]).
+    /// finished; the device's block table and lengths hold what the step was planned for: the
+    /// page ids may change, but each length stays between 1 and [`StepPlan::longest`] and every
+    /// page id it references in `0..num_pages`. [`Decoder::plan`] checked that on its host
+    /// copies; the kernels do not check the device's (that would need a host sync), and an id
+    /// outside the pool makes them read, and `append` write, outside it.
     pub unsafe fn run(
         &self,
         step: &Step,

@@ -163,6 +163,13 @@ impl Problem {
                 self.max_batch, self.kv_heads
             )));
         }
+        // Kernels index query heads of the batch (b·q_heads + h) in 32 bits.
+        if self.max_batch as u64 * self.q_heads as u64 > i32::MAX as u64 {
+            return Err(EngineError::Capacity(format!(
+                "max_batch {} × q_heads {} must be ≤ 2³¹ − 1 query heads",
+                self.max_batch, self.q_heads
+            )));
+        }
         if self.num_pages > i32::MAX as u32 || self.max_pages > i32::MAX as u32 / 2 {
             return Err(EngineError::Capacity(format!(
                 "num_pages {} / max_pages {} exceed the i32 page ids of the block table",
@@ -203,7 +210,7 @@ pub enum EngineError {
     #[error("bad capacity: {0}")]
     Capacity(String),
     /// The budget of a top-k method is unusable.
-    #[error("top-k budget must be ≥ 1 page, got {0}")]
+    #[error("top-k budget must be 1..=2147483647 pages, got {0}")]
     Budget(u32),
     /// The bundle could not be read, or has no kernel for the problem.
     #[error(transparent)]

@@ -114,6 +114,13 @@ fn problem_checks_name_the_problem() {
             num_pages: u32::MAX,
             ..base
         },
+        // 65535 sequences of 65535 KV heads: more query heads than i32 indices.
+        Problem {
+            max_batch: 65_535,
+            q_heads: 65_535,
+            kv_heads: 65_535,
+            ..base
+        },
     ] {
         assert!(matches!(err(p), EngineError::Capacity(_)), "{p:?}");
     }
