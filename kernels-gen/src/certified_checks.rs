@@ -127,10 +127,20 @@ impl KernelCheck for CertifiedCheck {
         let refined = self.pruned && certified::refines(&self.case.spec);
         let mut bad_bounds = 0usize;
         for (seg, &n) in count.iter().enumerate() {
+            // A count or index the pass did not write (the poison is −7) is a bad bound, not
+            // an empty segment or token 0.
+            if !(0.0..=seg_len as f64).contains(&n) {
+                bad_bounds += 1;
+                continue;
+            }
             let head = seg / splits;
             let z = &full.heads[head].z;
             let sketched = (x.seq_lens[head / hq] as usize - 1) / page * page;
             for at in seg * seg_len..seg * seg_len + n as usize {
+                if !(0.0..z.len() as f64).contains(&idx[at]) {
+                    bad_bounds += 1;
+                    continue;
+                }
                 let t = idx[at] as usize;
                 let tol = if t < sketched && !refined {
                     0.0

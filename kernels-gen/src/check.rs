@@ -21,6 +21,45 @@ use entkv_abi::{dense_plan, dense_workspace, DecodeSpec, DensePlan, DenseShape, 
 use serde::{Deserialize, Serialize};
 
 pub const OUT_REL_TOL: f64 = 1e-4;
+
+/// An error that NaN cannot hide: `f64::max` drops a NaN operand and every comparison with NaN
+/// is false, so a NaN error becomes +∞ before it is folded or compared.
+pub fn nan_as_inf(e: f64) -> f64 {
+    if e.is_nan() {
+        f64::INFINITY
+    } else {
+        e
+    }
+}
+
+/// `err / tol` for a verdict (above 1 fails) that NaN cannot pass: a NaN error, or an infinite
+/// error against an infinite tolerance (one taken from an infinite output), is +∞; an exact
+/// result passes at any tolerance.
+pub fn error_ratio(err: f64, tol: f64) -> f64 {
+    if err == 0.0 {
+        0.0
+    } else {
+        nan_as_inf(err / tol)
+    }
+}
+
+#[cfg(test)]
+mod nan_tests {
+    use super::*;
+
+    #[test]
+    fn nan_and_infinite_errors_fail() {
+        assert_eq!(nan_as_inf(f64::NAN), f64::INFINITY);
+        assert_eq!(nan_as_inf(0.5), 0.5);
+        assert_eq!(0.0f64.max(nan_as_inf(f64::NAN)), f64::INFINITY);
+        // An infinite output whose tolerance came from it: inf / inf is NaN, and must not pass.
+        assert!(error_ratio(f64::INFINITY, f64::INFINITY) > 1.0);
+        assert!(error_ratio(f64::NAN, 1.0) > 1.0);
+        assert!(error_ratio(1.0, 0.0) > 1.0);
+        assert_eq!(error_ratio(0.0, 0.0), 0.0);
+        assert_eq!(error_ratio(0.5, 1.0), 0.5);
+    }
+}
 pub const TAU_REL_TOL: f64 = 1e-5;
 
 /// What the keys look like.
@@ -205,7 +244,7 @@ pub fn compare(reference: &DecodeReference, got: &DenseOutputs, heads: Option<&[
             .sqrt();
         let norm = r.out.iter().map(|a| a * a).sum::<f64>().sqrt();
         let rel = if norm > 0.0 { diff / norm } else { diff };
-        let rel = if rel.is_nan() { f64::INFINITY } else { rel };
+        let rel = nan_as_inf(rel);
         c.max_rel_err = c.max_rel_err.max(rel);
         let zmax =
             r.z.iter()
@@ -215,9 +254,7 @@ pub fn compare(reference: &DecodeReference, got: &DenseOutputs, heads: Option<&[
             c.out_failures += 1;
         }
         let terr = (tau - r.tau).abs() / (1.0 + r.tau.abs());
-        c.max_tau_err = c
-            .max_tau_err
-            .max(if terr.is_nan() { f64::INFINITY } else { terr });
+        c.max_tau_err = c.max_tau_err.max(nan_as_inf(terr));
         let band = TAU_REL_TOL * (1.0 + r.tau.abs());
         let ambiguous = r.z.iter().filter(|&&x| (x - r.tau).abs() <= band).count() as i64;
         c.max_support = c.max_support.max(r.support);

@@ -969,7 +969,7 @@ struct Worst {
 
 impl Worst {
     fn see(&mut self, err: f64, tol: f64) {
-        let r = if err.is_nan() { f64::INFINITY } else { err / tol };
+        let r = crate::check::error_ratio(err, tol);
         self.ratio = self.ratio.max(r);
         if r > 1.0 {
             self.failures += 1;
@@ -1360,9 +1360,10 @@ mod tests {
             });
             let kernel = Rc::new(k.finish().unwrap());
             let mut p = Program::new();
+            // Poisoned with a value no code takes (codes are below 2^bits), as 0 is a code.
             p.buffer("sketch", HostBuffer::U32(data.clone()))
-                .buffer("one", HostBuffer::U32(vec![0; tokens * d as usize]))
-                .buffer("all", HostBuffer::U32(vec![0; tokens * d as usize]));
+                .buffer("one", HostBuffer::U32(vec![u32::MAX; tokens * d as usize]))
+                .buffer("all", HostBuffer::U32(vec![u32::MAX; tokens * d as usize]));
             let g = entkv_abi::LaunchGeometry::linear(tokens as u32, 32);
             p.call(kernel, g, ["sketch", "one", "all"].map(ArgRef::buf).to_vec());
             p.run_interp().unwrap();

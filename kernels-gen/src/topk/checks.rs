@@ -34,6 +34,7 @@ use super::reference::{
     PageBound,
 };
 use super::{score, select, softmax};
+use crate::check::nan_as_inf;
 use crate::paged_data::{KeyData, PagedCase, PagedInputs};
 use crate::program::{ArgRef, Program};
 use crate::suite::{KernelCheck, Outcome, SuiteError};
@@ -267,10 +268,9 @@ fn verify_bounds(
             let got = scores[row * mp + j] as f64;
             let tol = (gamma * pb.scale).max(f64::MIN_POSITIVE);
             // NaN (a stray read of poisoned metadata) counts as infinitely wrong.
-            let nan_inf = |v: f64| if v.is_nan() { f64::INFINITY } else { v };
-            let err = nan_inf((got - pb.bound).abs() / tol);
+            let err = nan_as_inf((got - pb.bound).abs() / tol);
             // > 0 when a true score lies above the f32 bound (allowed up to the rounding).
-            let rigour = nan_inf((pb.true_max - got) / tol);
+            let rigour = nan_as_inf((pb.true_max - got) / tol);
             worst_err = worst_err.max(err);
             worst_rigour = worst_rigour.max(rigour);
             if !got.is_finite() || err > 1.0 || rigour > 1.0 {
@@ -417,7 +417,7 @@ fn verify_decode(spec: &PagedSpec, x: &PagedInputs, selections: &[Vec<usize>], r
                 .sqrt();
             let norm = want.iter().map(|a| a * a).sum::<f64>().sqrt();
             let rel = diff / norm.max(f64::MIN_POSITIVE);
-            let rel = if rel.is_nan() { f64::INFINITY } else { rel };
+            let rel = nan_as_inf(rel);
             worst = worst.max(rel);
             if rel > OUT_REL_TOL * (mag / 16.0).max(1.0) {
                 bad += 1;
