@@ -463,14 +463,18 @@ pub fn case_problem(case: &PagedCase, shape: &PagedShape, method: Method) -> Pro
 
 /// A selector's output read back (`sel_pages` `[batch, kv_heads, max_pages]`, `sel_count`
 /// `[batch, kv_heads]`) as the selected logical pages per (sequence, KV head), the form
-/// `selected_reference` takes; a count outside `1..=max_pages` is an error.
+/// `selected_reference` takes. Each row must be in the format of `entkv_abi::paged`: a count
+/// in `1..=max_pages`, pages strictly ascending inside the sequence, its last page last (a
+/// poisoned or unwritten row fails here instead of reading as pages of its own).
 pub fn per_head_selection(
     pages: &[i32],
     count: &[i32],
-    batch: usize,
+    seq_lens: &[i32],
+    page_size: usize,
     kv_heads: usize,
     max_pages: usize,
 ) -> Result<Vec<Vec<Vec<i32>>>> {
+    let batch = seq_lens.len();
     anyhow::ensure!(
         count.len() >= batch * kv_heads && pages.len() >= batch * kv_heads * max_pages,
         "selection buffers too small: {} counts, {} pages for {batch} × {kv_heads} heads of {max_pages} pages",
@@ -486,11 +490,27 @@ pub fn per_head_selection(
                 n >= 1 && n as usize <= max_pages,
                 "sel_count[{b}][{h}] = {n}, expected 1..={max_pages}"
             );
-            heads.push(pages[(b * kv_heads + h) * max_pages..][..n as usize].to_vec());
+            let row = &pages[(b * kv_heads + h) * max_pages..][..n as usize];
+            let seq_pages = (seq_lens[b].max(1) as usize).div_ceil(page_size);
+            check_selection_row(row, seq_pages)
+                .with_context(|| format!("selection of sequence {b}, KV head {h}"))?;
+            heads.push(row.to_vec());
         }
         per.push(heads);
     }
     Ok(per)
+}
+
+/// One selection row in the format of `entkv_abi::paged`: logical pages strictly ascending
+/// inside a sequence of `seq_pages` pages, its last page last.
+pub fn check_selection_row(row: &[i32], seq_pages: usize) -> Result<()> {
+    anyhow::ensure!(
+        row.windows(2).all(|w| w[0] < w[1])
+            && row.first().is_some_and(|&j| j >= 0)
+            && row.last() == Some(&(seq_pages as i32 - 1)),
+        "{row:?} is not ascending inside 0..{seq_pages} with the last page last"
+    );
+    Ok(())
 }
 
 /// The 32-bit words of workspace slot `name` (`None` when the layout has no such slot), read
@@ -591,8 +611,11 @@ impl HostCase {
     /// output, and compare every head with the float64 reference: full-cache entmax, or entmax
     /// over each head's selection for the selectors.
     pub fn check(&mut self, gpu: &Gpu, dec: &Decoder) -> Result<DenseCheck> {
-        let workspace = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
+        let mut workspace = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
         let metadata = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.metadata_size().max(256) as usize)?;
+        // Poisoned (NaN floats, −1 integers): a slot the step should write and did not shows,
+        // where zeros would read as page 0 and a zero threshold.
+        workspace.fill_bytes(0xff)?;
         self.out.fill_bytes(0xff)?;
         let b = self.buffers(&workspace, &metadata);
         let stream = gpu.stream_raw();
@@ -630,7 +653,8 @@ impl HostCase {
                 let per = per_head_selection(
                     &ints("sel_pages")?,
                     &ints("sel_count")?,
-                    self.x.seq_lens.len(),
+                    &self.x.seq_lens,
+                    self.case.spec.page_size as usize,
                     self.x.shape.kv_heads as usize,
                     self.x.shape.max_pages as usize,
                 )?;

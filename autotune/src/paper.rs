@@ -430,7 +430,10 @@ impl PaperCache {
             anyhow::bail!("sel_count[{row}] = {count} outside 1..={mp}");
         }
         let p = self.spec.page_size as usize;
-        Ok(sel.pages[row * mp..row * mp + count as usize]
+        let pages = &sel.pages[row * mp..row * mp + count as usize];
+        crate::engine_bench::check_selection_row(pages, (self.n as usize).div_ceil(p))
+            .with_context(|| format!("selection row {row}"))?;
+        Ok(pages
             .iter()
             .flat_map(|&j| (j as usize * p..(j as usize + 1) * p).filter(|&t| t < self.n as usize))
             .collect())
@@ -488,7 +491,7 @@ impl PaperCache {
 
     /// [`PaperCache::check_softmax_sampled`] against the selection `sel` (wherever it was
     /// written, e.g. a runtime decoder's workspace); the sampled heads' references are computed
-    /// on one thread each. A head with a non-finite output scores infinity.
+    /// on one thread each. A non-finite output in any head, sampled or not, scores infinity.
     pub fn check_softmax_selection(&self, out: &[f64], samples: usize, sel: &Selection) -> Result<f64> {
         let d = self.spec.decode.head_dim as usize;
         let sample = self.sample(samples);
@@ -530,7 +533,11 @@ impl PaperCache {
             } else {
                 f64::INFINITY
             };
-            worst = worst.max(rel);
+            worst = worst.max(entkv_kernels::check::nan_as_inf(rel));
+        }
+        // Every head, sampled or not, must have produced finite outputs.
+        if !out.iter().all(|x| x.is_finite()) {
+            worst = f64::INFINITY;
         }
         Ok(worst)
     }

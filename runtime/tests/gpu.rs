@@ -336,7 +336,8 @@ fn check_add_one(c: &mut Checks, gpu: &Gpu, f: &Function) -> AnyResult {
     let out = buf.to_host()?;
     let max_err = (0..n as usize)
         .map(|i| (f64::from(out[i]) - (f64::from(host[i]) + 1.0)).abs())
-        .fold(0.0f64, f64::max);
+        // A NaN output is an infinite error (`f64::max` would drop it).
+        .fold(0.0f64, |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) });
     let tail_ok = (n as usize..host.len()).filter(|&i| out[i] == host[i]).count();
     c.check(
         "add_one n=1000 grid=4x256",
