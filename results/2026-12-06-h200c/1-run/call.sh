@@ -1,5 +1,6 @@
-# Device call at 3feea43 (kernels as f7a63f8: seed samples in runs of four only from 2048
-# samples; 82bac86: least-tail split ties to fewer, longer splits), on an
+# Device call at 8ac9cfd (3feea43 until 2026-12-07; the same PTX: kernels as f7a63f8, seed
+# samples in runs of four only from 2048 samples; 82bac86: least-tail split ties to fewer,
+# longer splits; 8ac9cfd's tuner checks candidates on a poisoned workspace), on an
 # H200: the benchmark run behind docs/benchmarks.md
 # (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
 # autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite.
