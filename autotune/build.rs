@@ -1,17 +1,21 @@
 //! `ENTKV_KERNEL_CODE`: a digest of the sources that decide what a kernel is, how it is
-//! compiled and how the tuner measures it (the DSL, the kernel generators, the ABI, codegen
-//! and the tuner's GPU backend with its timing: `StepTimer` and the timed launches). It keys the
+//! compiled and how the tuner measures it (the DSL, the kernel generators, the ABI, codegen,
+//! the runtime that plans and launches the timed steps, the tuner's GPU backend with its
+//! timing — `StepTimer` and the timed launches — and the device limits that decide which tiles
+//! are valid). It keys the
 //! tuning records, so a tuning cache written by another build of the kernels, or timed another
 //! way, is never reused for this one.
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-const SOURCES: [&str; 7] = [
+const SOURCES: [&str; 9] = [
     "../dsl/src",
     "../kernels-gen/src",
     "../abi/src",
     "../codegen/src",
+    "../runtime/src",
     "src/tune/gpu.rs",
+    "src/tune/space.rs",
     "src/device.rs",
     "src/engine_bench.rs",
 ];

@@ -613,6 +613,92 @@ fn the_cache_makes_a_second_run_free_and_misses_on_another_driver() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A failure may be a moment's (a context an earlier candidate broke, another process's
+/// memory): the cache keeps timings and analytic rejections only, so the next run measures
+/// the failed candidates again, while a resumed run reuses its own log's.
+#[test]
+fn the_cache_keeps_no_failures() {
+    let dir = tmp("cache-failures");
+    let cache = dir.join("cache");
+    let dev = device("570.1");
+    let o = opts(&[TOPK], &[32 << 10]);
+    let broken = || {
+        let mut b = Fake::new(spread);
+        b.fail.insert(
+            "t1024_i4".into(),
+            EvalError::LaunchError("illegal address".into()),
+        );
+        b.fail
+            .insert("t1024_i8".into(), EvalError::WrongResult("max err 1".into()));
+        b
+    };
+    let mut b1 = broken();
+    let log = dir.join("a.jsonl");
+    let first = run_search(&o, &mut b1, &mut store(&log, false, Some(&cache), &dev)).unwrap();
+    assert_eq!(
+        (
+            first.results[0].counts.launch_error,
+            first.results[0].counts.wrong_result
+        ),
+        (1, 1)
+    );
+    let logged = read_jsonl(&log).unwrap().records;
+    assert!(logged.iter().any(|r| r.status == Status::LaunchError));
+
+    // The next run (healthy now) finds every timing cached and measures the two again.
+    let mut b2 = Fake::new(spread);
+    let second = run_search(
+        &o,
+        &mut b2,
+        &mut store(&dir.join("b.jsonl"), false, Some(&cache), &dev),
+    )
+    .unwrap();
+    assert_eq!(second.stats.measured, 2, "{:?}", second.stats);
+    assert_eq!(b2.verified, 2);
+    assert_eq!(
+        second.results[0].counts.launch_error + second.results[0].counts.wrong_result,
+        0
+    );
+
+    // Resuming the first run's log reuses its failures: nothing is measured.
+    let mut b3 = Fake::new(spread);
+    let resumed = run_search(&o, &mut b3, &mut store(&log, true, None, &dev)).unwrap();
+    assert_eq!((resumed.stats.measured, b3.calls()), (0, 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One run a record file: a second store on the same cache (or log) is refused while the first
+/// is open, instead of truncating or interleaving its records.
+#[test]
+fn a_record_file_in_use_is_refused() {
+    let dir = tmp("locked");
+    let cache = dir.join("cache");
+    let dev = device("570.1");
+    let first = store(&dir.join("a.jsonl"), false, Some(&cache), &dev);
+    let second = RecordStore::open(
+        &StoreConfig {
+            log: Some(dir.join("b.jsonl")),
+            resume: false,
+            cache_dir: Some(cache.clone()),
+        },
+        &dev,
+    );
+    let e = format!("{:#}", second.err().expect("the cache is locked"));
+    assert!(e.contains("in use by another autotune run"), "{e}");
+    let log_again = RecordStore::open(
+        &StoreConfig {
+            log: Some(dir.join("a.jsonl")),
+            resume: true,
+            cache_dir: None,
+        },
+        &dev,
+    );
+    assert!(log_again.is_err(), "the log is locked too");
+    drop(first);
+    store(&dir.join("b.jsonl"), false, Some(&cache), &dev);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn the_time_budget_stops_new_work_but_still_uses_what_is_known() {
     let dir = tmp("budget");

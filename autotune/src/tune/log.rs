@@ -64,6 +64,15 @@ impl Status {
         }
     }
 
+    /// Whether the outcome is a property of the code and the GPU, and so may be kept in the
+    /// device cache for later runs: a timing, an analytic rejection, spills. Failures are
+    /// not: a launch error or a wrong result can come from a context an earlier candidate
+    /// broke, a module load from another process's memory; a later run measures them again
+    /// (a resumed run still reuses its own log's).
+    pub fn lasts(self) -> bool {
+        matches!(self, Status::Ok | Status::Invalid | Status::Spills)
+    }
+
     /// The status and message of a backend error.
     pub fn of(e: &EvalError) -> (Status, String) {
         match e {
@@ -211,6 +220,10 @@ pub fn read_jsonl(path: &Path) -> Result<JsonlContents> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e).with_context(|| format!("reading record file {}", path.display())),
     };
+    Ok(parse_jsonl(&bytes, path))
+}
+
+fn parse_jsonl(bytes: &[u8], path: &Path) -> JsonlContents {
     let mut out = JsonlContents {
         records: Vec::new(),
         warnings: Vec::new(),
@@ -242,7 +255,26 @@ pub fn read_jsonl(path: &Path) -> Result<JsonlContents> {
             )),
         }
     }
-    Ok(out)
+    out
+}
+
+/// Take `file`'s exclusive advisory lock (flock(2)), held until it is closed, or say which run's
+/// file it is when another process holds it.
+fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this `File` owns and keeps open; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        anyhow::bail!(
+            "{} is in use by another autotune run (one run a record file: wait for it, or give \
+             this run another --cache-dir or --log)",
+            path.display()
+        );
+    }
+    Err(e).with_context(|| format!("locking record file {}", path.display()))
 }
 
 /// An append-only JSONL file: each batch is one write, flushed and fsync'd.
@@ -252,26 +284,40 @@ struct Appender {
 }
 
 impl Appender {
-    /// Open `path` for appending, creating parents; `valid_len` cuts off a truncated tail first
-    /// (so the next record does not continue a half-written line). `fresh` empties the file.
-    fn open(path: &Path, valid_len: u64, fresh: bool) -> Result<Appender> {
+    /// Open `path` for appending (creating parents) under an exclusive lock held while this
+    /// run lasts, so that a second run cannot cut off or interleave its records; then read
+    /// what it holds (with `fresh`, nothing: the file is emptied). A truncated tail is cut off
+    /// first, so the next record does not continue a half-written line.
+    fn open(path: &Path, fresh: bool) -> Result<(Appender, JsonlContents)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
         }
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(path)
             .with_context(|| format!("opening record file {}", path.display()))?;
-        let len = if fresh { 0 } else { valid_len };
-        if file.metadata().map(|m| m.len()).unwrap_or(0) > len {
-            file.set_len(len)
+        lock_exclusive(&file, path)?;
+        let contents = if fresh {
+            parse_jsonl(&[], path)
+        } else {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes)
+                .with_context(|| format!("reading record file {}", path.display()))?;
+            parse_jsonl(&bytes, path)
+        };
+        if file.metadata().map(|m| m.len()).unwrap_or(0) > contents.valid_len {
+            file.set_len(contents.valid_len)
                 .with_context(|| format!("truncating {} to its last complete record", path.display()))?;
         }
-        Ok(Appender {
-            path: path.to_path_buf(),
-            file,
-        })
+        Ok((
+            Appender {
+                path: path.to_path_buf(),
+                file,
+            },
+            contents,
+        ))
     }
 
     fn append(&mut self, records: &[Record]) -> Result<()> {
@@ -346,17 +392,25 @@ impl RecordStore {
         let mut store = RecordStore::in_memory();
         if let Some(dir) = &cfg.cache_dir {
             let path = cache_file(dir, device);
-            let c = read_jsonl(&path)?;
+            let (appender, c) = Appender::open(&path, false)?;
             store
                 .opened
                 .push(format!("cache {}: {} record(s)", path.display(), c.records.len()));
-            store.absorb(c.records, Origin::Cache);
+            // Failures recorded by older builds are measured again (`Status::lasts`).
+            let lasting = c.records.into_iter().filter(|r| r.status.lasts()).collect();
+            store.absorb(lasting, Origin::Cache);
             store.warnings.extend(c.warnings);
-            store.cache = Some(Appender::open(&path, c.valid_len, false)?);
+            store.cache = Some(appender);
         }
         if let Some(path) = &cfg.log {
-            let valid_len = if cfg.resume {
-                let c = read_jsonl(path)?;
+            if !cfg.resume && std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+                store.opened.push(format!(
+                    "log {}: started anew (--resume continues an earlier run's log)",
+                    path.display()
+                ));
+            }
+            let (appender, c) = Appender::open(path, !cfg.resume)?;
+            if cfg.resume {
                 store.opened.push(format!(
                     "log {}: {} record(s) to resume from",
                     path.display(),
@@ -365,17 +419,8 @@ impl RecordStore {
                 // Log records take precedence over cached ones with the same key.
                 store.absorb(c.records, Origin::Log);
                 store.warnings.extend(c.warnings);
-                c.valid_len
-            } else {
-                if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
-                    store.opened.push(format!(
-                        "log {}: started anew (--resume continues an earlier run's log)",
-                        path.display()
-                    ));
-                }
-                0
-            };
-            store.log = Some(Appender::open(path, valid_len, !cfg.resume)?);
+            }
+            store.log = Some(appender);
         }
         Ok(store)
     }
@@ -409,7 +454,10 @@ impl RecordStore {
             log.append(records)?;
         }
         if let Some(cache) = &mut self.cache {
-            cache.append(records)?;
+            let lasting: Vec<Record> = records.iter().filter(|r| r.status.lasts()).cloned().collect();
+            if !lasting.is_empty() {
+                cache.append(&lasting)?;
+            }
         }
         self.absorb(records.to_vec(), Origin::Measured);
         Ok(())

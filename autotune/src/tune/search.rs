@@ -749,7 +749,7 @@ impl Searcher<'_> {
             if is_default && rec.status != Status::Ok {
                 let earlier = if reused {
                     format!(
-                        " [recorded by an earlier run at {}; --no-cache without --resume measures again]",
+                        " [recorded in the resumed log at {}; a run without --resume measures it again]",
                         rec.utc
                     )
                 } else {
