@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use entkv_abi::{DType, DecodeSpec, Elem, PagedSpec};
+use entkv_autotune::engine_bench::per_head_selection;
 use entkv_bundle::Bundle;
 use entkv_kernels::check::{compare, DenseOutputs};
 use entkv_kernels::decode_checks::selected_reference;
@@ -156,34 +157,16 @@ fn check(
     let reference = match (method, sel) {
         (Method::TopK { .. } | Method::Gaussian, Some((pages, count))) => {
             let (hkv, mp) = (x.shape.kv_heads as usize, x.shape.max_pages as usize);
-            // Each row as entkv_abi::paged defines it: 1..=max_pages pages, ascending inside
-            // the sequence, its last page last (the workspace is poisoned, so a row the
+            // Each row as entkv_abi::paged defines it (the workspace is poisoned, so a row the
             // selector did not write fails here).
-            let mut per: Vec<Vec<Vec<i32>>> = Vec::new();
-            for (b, &len) in x.seq_lens.iter().enumerate() {
-                let seq_pages = (len as usize).div_ceil(case.spec.page_size as usize) as i32;
-                let mut heads = Vec::new();
-                for h in 0..hkv {
-                    let n = count[b * hkv + h];
-                    let row = if (1..=mp as i32).contains(&n) {
-                        &pages[(b * hkv + h) * mp..][..n as usize]
-                    } else {
-                        &[][..]
-                    };
-                    let well_formed = !row.is_empty()
-                        && row[0] >= 0
-                        && row.windows(2).all(|w| w[0] < w[1])
-                        && row.last() == Some(&(seq_pages - 1));
-                    if !well_formed {
-                        failures.push(format!(
-                            "{name}: selection of sequence {b}, KV head {h} malformed: count {n}, {row:?}"
-                        ));
+            let per =
+                match per_head_selection(pages, count, &x.seq_lens, case.spec.page_size as usize, hkv, mp) {
+                    Ok(per) => per,
+                    Err(e) => {
+                        failures.push(format!("{name}: {e:#}"));
                         return;
                     }
-                    heads.push(row.to_vec());
-                }
-                per.push(heads);
-            }
+                };
             let kept: usize = per.iter().flatten().map(Vec::len).sum();
             let total: usize = x
                 .seq_lens
