@@ -444,18 +444,28 @@ pub fn rotation_copies(l2_bytes: u64, kv_bytes: u64) -> usize {
 /// The decoder problem of a host-data case whose inputs have `shape`, for `method`, sized for
 /// exactly the case's batch.
 pub fn case_problem(case: &PagedCase, shape: &PagedShape, method: Method) -> Problem {
-    let s = &case.spec;
+    let shape = PagedShape {
+        batch: case.batch(),
+        kv_heads: case.kv_heads,
+        ..*shape
+    };
+    shape_problem(&case.spec, &shape, method)
+}
+
+/// The decoder problem of `spec` sized for exactly `shape` (its batch, KV heads and pool), for
+/// `method`: `Problem::spec` then says whether the engine can run it.
+pub fn shape_problem(s: &PagedSpec, shape: &PagedShape, method: Method) -> Problem {
     Problem {
         alpha: s.decode.alpha.value(),
         head_dim: s.decode.head_dim,
         page_size: s.page_size,
-        q_heads: case.q_heads(),
-        kv_heads: case.kv_heads,
+        q_heads: shape.kv_heads * s.decode.group,
+        kv_heads: shape.kv_heads,
         kv_dtype: s.decode.kv_dtype,
         alibi: s.alibi,
         sketch_bits: s.sketch_bits,
         method,
-        max_batch: case.batch(),
+        max_batch: shape.batch,
         num_pages: shape.num_pages,
         max_pages: shape.max_pages,
     }

@@ -488,7 +488,12 @@ fn unique_keys(log: &Path) -> HashSet<RecordKey> {
     keys
 }
 
-fn store(log: &Path, resume: bool, cache: Option<&Path>, dev: &DeviceKey) -> RecordStore {
+fn open_store(
+    log: &Path,
+    resume: bool,
+    cache: Option<&Path>,
+    dev: &DeviceKey,
+) -> anyhow::Result<RecordStore> {
     RecordStore::open(
         &StoreConfig {
             log: Some(log.to_path_buf()),
@@ -497,7 +502,10 @@ fn store(log: &Path, resume: bool, cache: Option<&Path>, dev: &DeviceKey) -> Rec
         },
         dev,
     )
-    .unwrap()
+}
+
+fn store(log: &Path, resume: bool, cache: Option<&Path>, dev: &DeviceKey) -> RecordStore {
+    open_store(log, resume, cache, dev).unwrap()
 }
 
 #[test]
@@ -622,17 +630,13 @@ fn the_cache_keeps_no_failures() {
     let cache = dir.join("cache");
     let dev = device("570.1");
     let o = opts(&[TOPK], &[32 << 10]);
-    let broken = || {
-        let mut b = Fake::new(spread);
-        b.fail.insert(
-            "t1024_i4".into(),
-            EvalError::LaunchError("illegal address".into()),
-        );
-        b.fail
-            .insert("t1024_i8".into(), EvalError::WrongResult("max err 1".into()));
-        b
-    };
-    let mut b1 = broken();
+    let mut b1 = Fake::new(spread);
+    b1.fail.insert(
+        "t1024_i4".into(),
+        EvalError::LaunchError("illegal address".into()),
+    );
+    b1.fail
+        .insert("t1024_i8".into(), EvalError::WrongResult("max err 1".into()));
     let log = dir.join("a.jsonl");
     let first = run_search(&o, &mut b1, &mut store(&log, false, Some(&cache), &dev)).unwrap();
     assert_eq!(
@@ -675,24 +679,10 @@ fn a_record_file_in_use_is_refused() {
     let cache = dir.join("cache");
     let dev = device("570.1");
     let first = store(&dir.join("a.jsonl"), false, Some(&cache), &dev);
-    let second = RecordStore::open(
-        &StoreConfig {
-            log: Some(dir.join("b.jsonl")),
-            resume: false,
-            cache_dir: Some(cache.clone()),
-        },
-        &dev,
-    );
+    let second = open_store(&dir.join("b.jsonl"), false, Some(&cache), &dev);
     let e = format!("{:#}", second.err().expect("the cache is locked"));
     assert!(e.contains("in use by another autotune run"), "{e}");
-    let log_again = RecordStore::open(
-        &StoreConfig {
-            log: Some(dir.join("a.jsonl")),
-            resume: true,
-            cache_dir: None,
-        },
-        &dev,
-    );
+    let log_again = open_store(&dir.join("a.jsonl"), true, None, &dev);
     assert!(log_again.is_err(), "the log is locked too");
     drop(first);
     store(&dir.join("b.jsonl"), false, Some(&cache), &dev);

@@ -24,8 +24,9 @@ use super::metrics::{relative_error, Attention, FullAttention, HeadMetrics};
 use super::npy::QkvArrays;
 use super::QualityError;
 use crate::bundle_cmd::create_default_bundle;
-use crate::engine_bench::case_problem;
+use crate::engine_bench::{case_problem, shape_problem};
 use crate::interp_engine::{run_engine, H200_SMS};
+use crate::paper::PaperLayout;
 use crate::record::Environment;
 use crate::verify_cmd::{aligned, Backend};
 
@@ -230,23 +231,16 @@ pub fn prepare(cfg: &QualityConfig) -> Result<(PagedCase, PagedInputs, WorkloadI
     }
 }
 
-/// A generated cache the engine can address (i32 lengths and page ids, a grid of at most 65535
-/// sequences and KV heads) and this machine can hold: K and V live on the host in float64 (the
-/// reference) and in their storage type, about `16 + 2·bytes` a value.
+/// A generated cache the engine can address (the bench layout's and the engine's own limits:
+/// `PaperLayout::shape`, `Problem::spec`) and this machine can hold: K and V live on the host in
+/// float64 (the reference) and in their storage type, about `16 + 2·bytes` a value.
 fn check_generated_size(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u32) -> Result<(), QualityError> {
     let bad = |m: String| Err(QualityError::Config(m));
-    if n > i32::MAX as u32 {
-        return bad(format!(
-            "n = {n} is past the engine's i32 lengths (at most {})",
-            i32::MAX
-        ));
-    }
-    if batch > u16::MAX as u32 || kv_heads > u16::MAX as u32 {
-        return bad(format!(
-            "batch {batch} and {kv_heads} KV heads must each be at most {} (grid dimensions)",
-            u16::MAX
-        ));
-    }
+    let shape = match PaperLayout::shape(spec, batch, kv_heads, n as u64) {
+        Ok(shape) => shape,
+        Err(e) => return bad(format!("{e:#}")),
+    };
+    shape_problem(spec, &shape, Method::Dense).spec()?;
     let p = spec.page_size as u64;
     let values = 2
         * batch as u128
@@ -746,10 +740,13 @@ mod tests {
 
         let size = |b, h, n| check_generated_size(&spec, b, h, n).map_err(|e| e.to_string());
         size(8, 24, 1 << 12).unwrap();
-        assert!(size(1, 1, 3_000_000_000).unwrap_err().contains("i32 lengths"));
-        assert!(size(70_000, 1, 16).unwrap_err().contains("at most 65535"));
+        assert!(size(1, 1, 3_000_000_000)
+            .unwrap_err()
+            .contains("must be in 1..=2³¹−1"));
+        assert!(size(70_000, 1, 16).unwrap_err().contains("must be ≤ 65535"));
         if available_memory_bytes().is_some() {
-            assert!(size(65_535, 65_535, i32::MAX as u32)
+            // Inside every engine limit (one sequence of 2³¹ − 1 tokens), past any host's memory.
+            assert!(size(1, 65_535, i32::MAX as u32)
                 .unwrap_err()
                 .contains("GiB of host memory"));
         }
