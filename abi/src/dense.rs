@@ -117,6 +117,16 @@ pub struct DenseTile {
     /// `_seed`; absent from bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub seed: bool,
+    /// Seeded certified pass ([`DenseTile::seed`]) only: the tile also serves the page-pruned
+    /// walk (`DecodeKind::CertifiedSelected`), seeded there too. Its module adds that walk's
+    /// two passes (which then take `repair, gate`) and a sample pass that skips the pairs the
+    /// selected walk takes (they get no estimate, as unseeded), so the pairs whose pruning
+    /// keeps most pages (every pair on iid keys) run the seeded full walk's filter. A knob of
+    /// its own because those passes spill where the full walk does not (`wide` at two tokens a
+    /// lane on the tensor cores): a seeded full walk's module leaves them out. Tag suffix
+    /// `_pw`; absent from bundles and logs written before it existed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pruned_walk: bool,
     /// Sparse score pass only: look up the next chunk's pages while this one is scored
     /// (`sel_pages` loads when a chunk starts, block-table loads once its K rows arrived) where
     /// [`page_lookahead_by_default`] leaves it off (bf16 keys, GQA groups, ALiBi): there it
@@ -136,11 +146,11 @@ pub fn page_lookahead_by_default(spec: &DecodeSpec, alibi: bool) -> bool {
 
 impl DenseTile {
     /// Whether a certified row of this tile can serve the page-pruned walk
-    /// (`DecodeKind::CertifiedSelected`): not when seeded, since the seed estimates a head's
-    /// threshold over its whole sequence and repairs on a full walk's splits. A seeded row's
-    /// module holds the full walk's kernels only.
+    /// (`DecodeKind::CertifiedSelected`): an unseeded tile, or a seeded one with
+    /// [`DenseTile::pruned_walk`]. Any other seeded row's module holds the full walk's kernels
+    /// only.
     pub fn serves_pruned_walk(&self) -> bool {
-        !self.seed
+        !self.seed || self.pruned_walk
     }
 
     pub fn default_for(spec: &DecodeSpec) -> DenseTile {
@@ -178,6 +188,7 @@ impl DenseTile {
             share_bound: false,
             mma: false,
             seed: false,
+            pruned_walk: false,
             lookahead: false,
         }
     }
@@ -296,6 +307,7 @@ impl DenseTile {
             share_bound: false,
             mma: false,
             seed: false,
+            pruned_walk: false,
             lookahead: false,
         }
     }
@@ -420,14 +432,15 @@ impl DenseTile {
         tile
     }
 
-    /// The page-pruned certified walk's default: [`DenseTile::default_certified`] unseeded (a
-    /// seeded pass estimates its heads' thresholds over the whole sequence and repairs on its
-    /// own splits: a full walk's), at one token a lane where it rescores on the tensor cores
-    /// (`wide`: two tokens a lane spill the selected walk's pass there, 480 B, local ptxas 13).
+    /// The page-pruned certified walk's default: [`DenseTile::default_certified`] unseeded (the
+    /// seeded page-pruned walk, [`DenseTile::pruned_walk`], is a tuner point until a GPU run
+    /// times it), at one token a lane where it rescores on the tensor cores (`wide`: two tokens
+    /// a lane spill the selected walk's pass there, 480 B, local ptxas 13).
     pub fn default_certified_pruned(paged: &PagedSpec) -> DenseTile {
         let full = DenseTile::default_certified(paged);
         DenseTile {
             seed: false,
+            pruned_walk: false,
             tokens_per_group: if full.mma { 1 } else { full.tokens_per_group },
             ..full
         }
@@ -445,10 +458,11 @@ impl DenseTile {
 
     /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound, `_tc`
     /// when the dot products run on the tensor cores, `_seed` when the shared bounds start at
-    /// an estimate and `_la` when the sparse pass looks its pages up a chunk ahead.
+    /// an estimate, `_pw` when a seeded tile also serves the page-pruned walk and `_la` when
+    /// the sparse pass looks its pages up a chunk ahead.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -460,6 +474,7 @@ impl DenseTile {
             if self.share_bound { "_h" } else { "" },
             if self.mma { "_tc" } else { "" },
             if self.seed { "_seed" } else { "" },
+            if self.pruned_walk { "_pw" } else { "" },
             if self.lookahead { "_la" } else { "" }
         )
     }
@@ -469,7 +484,8 @@ impl DenseTile {
     /// is for the warp stream of a certified pass over a per-token grid (4-bit sketches), at GQA
     /// ≤ [`MAX_SHARE_BOUND_GROUP`]; [`DenseTile::mma`] for the dense and sparse score passes
     /// and the rescoring of a certified pass over 4-bit sketches;
-    /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start);
+    /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start),
+    /// and [`DenseTile::pruned_walk`] needs `seed` (an unseeded tile serves that walk already);
     /// [`DenseTile::lookahead`] is for the sparse pass where [`page_lookahead_by_default`] is off.
     pub fn check_for(&self, spec: &PagedSpec, kind: DecodeKind) -> Result<(), SpecError> {
         self.check(&spec.decode)?;
@@ -514,6 +530,13 @@ impl DenseTile {
             return Err(SpecError::BadTile {
                 kernel: "decode_certified",
                 reason: "seed (`_seed`) needs share_bound (`_h`): the estimate is where the heads' shared bounds start".into(),
+            });
+        }
+        if self.pruned_walk && !self.seed {
+            return Err(SpecError::BadTile {
+                kernel: "decode_certified",
+                reason: "pruned_walk (`_pw`) needs seed (`_seed`): an unseeded tile serves the page-pruned walk already"
+                    .into(),
             });
         }
         if !self.share_bound {

@@ -109,7 +109,7 @@ impl KernelFamily {
     }
 
     /// The selectors of this family whose walks `tile` cannot serve ([`TileConfig::serves`]):
-    /// the page-pruned walk of a seeded certified tile, none otherwise.
+    /// the page-pruned walk of a seeded certified tile without `pruned_walk`, none otherwise.
     pub fn selectors_unserved_by(self, tile: &TileConfig) -> Vec<Selector> {
         self.selectors()
             .iter()
@@ -237,8 +237,8 @@ impl TileConfig {
     }
 
     /// Whether this tile may serve the rows of `selector`: a seeded certified pass
-    /// ([`crate::DenseTile::seed`]) is a full walk, not the page-pruned walk's
-    /// (`crate::pipeline::decode_calls` refuses it there).
+    /// ([`crate::DenseTile::seed`]) is a full walk, not the page-pruned walk's, unless it has
+    /// [`crate::DenseTile::pruned_walk`] (`crate::pipeline::decode_calls` refuses it there).
     pub fn serves(&self, selector: Option<Selector>) -> bool {
         !(selector == Some(Selector::Pruned)
             && matches!(self, TileConfig::Dense(t) if !t.serves_pruned_walk()))
@@ -289,6 +289,9 @@ impl TileConfig {
                     // The estimate starts the shared bounds (no `certified_init`); launched
                     // around the pass, listed last.
                     e.extend(crate::seed::seed_entry_names(spec, t));
+                    if t.pruned_walk {
+                        e.push(crate::seed::seed_pruned_scores_entry(spec, t));
+                    }
                 } else if t.share_bound {
                     // Launched first (it resets the heads' shared bounds), listed last.
                     e.push(certified_init_entry(spec, t));

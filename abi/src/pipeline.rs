@@ -15,7 +15,7 @@ use crate::gaussian::{
     GaussianParams, MomentsTile,
 };
 use crate::meta::{meta_build_geometry, meta_entry_names, meta_update_geometry, MetaTile};
-use crate::seed::{seed_entry_names, seed_samples, SEED_THREADS};
+use crate::seed::{seed_entry_names, seed_pruned_scores_entry, seed_samples, SEED_THREADS};
 use crate::signature::Elem;
 use crate::topk::{
     page_bounds_entry, page_bounds_geometry, page_bounds_heads, page_score_box_entry,
@@ -236,7 +236,7 @@ pub fn decode_calls(
         return Err(SpecError::BadTile {
             kernel: "decode_certified",
             reason:
-                "seed (`_seed`) is a tile of the full walk; the page-pruned walk's row takes tiles without it"
+                "a seed (`_seed`) without pruned_walk (`_pw`) is a tile of the full walk; the page-pruned walk's row takes unseeded tiles or `_seed_pw` ones"
                     .into(),
         });
     }
@@ -342,7 +342,7 @@ pub fn decode_calls(
     let mut calls = Vec::new();
     let heads = shape.batch as u64 * shape.kv_heads as u64 * ds.group as u64;
     if tile.seed {
-        calls.extend(seed_calls(spec, tile, shape, samples)?);
+        calls.extend(seed_calls(spec, tile, shape, samples, kind)?);
     } else if tile.share_bound {
         // Every head's shared bound starts at −∞: the score pass's CTAs raise it with bounds
         // on this step's threshold only (a workspace holds anything between steps).
@@ -353,21 +353,21 @@ pub fn decode_calls(
             args: vec![buf("head_bound"), ArgRef::I32(heads as i32)],
         });
     }
+    // The score passes: after page pruning first the full walk of the pairs whose pruning kept
+    // most pages (the selected pass's arguments without `sel_pages`), then the selected walk.
+    let mut passes = Vec::new();
     if kind == DecodeKind::CertifiedSelected {
-        // The full walk of the pairs whose pruning kept most pages: the selected pass's
-        // arguments without `sel_pages`.
         let args = a1.iter().filter(|a| **a != buf("sel_pages")).cloned().collect();
+        passes.push((certified_rest_entry(spec, tile), args));
+    }
+    passes.push((score, a1));
+    for (entry, args) in &passes {
         calls.push(CallPlan {
-            entry: certified_rest_entry(spec, tile),
+            entry: entry.clone(),
             geometry: score_geom,
-            args,
+            args: args.clone(),
         });
     }
-    calls.push(CallPlan {
-        entry: score.clone(),
-        geometry: score_geom,
-        args: a1.clone(),
-    });
     calls.push(CallPlan {
         entry: finish.clone(),
         geometry: finish_geom,
@@ -375,7 +375,7 @@ pub fn decode_calls(
     });
     if tile.seed {
         // Check every head's estimate against its threshold, then repair the flagged pairs:
-        // the same pass from the first one's rigorous bound τ(K) (`repair_bound`, written by
+        // the same passes from the first one's rigorous bound τ(K) (`repair_bound`, written by
         // the check) and the same finish, gated (1) on `repair`.
         let [_, _, verify] = seed_entry_names(spec, tile);
         let heads = heads_i32(heads)?;
@@ -405,11 +405,13 @@ pub fn decode_calls(
                 })
                 .collect()
         };
-        calls.push(CallPlan {
-            entry: score,
-            geometry: score_geom,
-            args: gated(a1),
-        });
+        for (entry, args) in passes {
+            calls.push(CallPlan {
+                entry,
+                geometry: score_geom,
+                args: gated(args),
+            });
+        }
         calls.push(CallPlan {
             entry: finish,
             geometry: finish_geom,
@@ -429,18 +431,27 @@ fn heads_i32(heads: u64) -> Result<u32, SpecError> {
 
 /// The seeded pass's first launches (`crate::seed`): exact scores of every head's samples
 /// (grid (sample blocks, KV heads, batch)), then one CTA a head turns them into the estimate,
-/// which starts `head_bound`, and resets `repair`.
+/// which starts `head_bound`, and resets `repair`. After page pruning the samples skip the
+/// pairs the selected walk takes (`certified_seed_scores_pruned`, which reads `sel_count`).
 fn seed_calls(
     spec: &PagedSpec,
     tile: &DenseTile,
     shape: &PagedShape,
     samples: u64,
+    kind: DecodeKind,
 ) -> Result<Vec<CallPlan>, SpecError> {
-    let [scores, estimate, _] = seed_entry_names(spec, tile);
+    let [mut scores, estimate, _] = seed_entry_names(spec, tile);
+    let pruned = kind == DecodeKind::CertifiedSelected;
+    if pruned {
+        scores = seed_pruned_scores_entry(spec, tile);
+    }
     let samples_i32 = i32::try_from(samples)
         .map_err(|_| SpecError::BadShape(format!("{samples} seed samples a head (at most 2^31 − 1)")))?;
     let blocks = u32::try_from(samples.div_ceil(SEED_THREADS as u64)).expect("samples fit i32");
     let mut score_args = vec![buf("q"), buf("k_pool"), buf("block_table"), buf("seq_lens")];
+    if pruned {
+        score_args.push(buf("sel_count"));
+    }
     if spec.alibi {
         score_args.push(buf("alibi_slopes"));
     }

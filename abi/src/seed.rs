@@ -137,6 +137,15 @@ pub fn is_seed_position(t: u64, samples: u64) -> bool {
     (start..start + run).contains(&t)
 }
 
+/// Entry name of the sample pass of a seeded tile that serves the page-pruned walk
+/// ([`crate::DenseTile::pruned_walk`]): `certified_seed_scores_pruned__…`, the scores kernel
+/// with `sel_count` after `seq_lens`, writing no samples (−∞, so no estimate) for the pairs the
+/// selected walk takes (`crate::pipeline::selected_walk_takes`).
+pub fn seed_pruned_scores_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
+    let [scores, _, _] = seed_entry_names(spec, tile);
+    scores.replacen("certified_seed_scores__", "certified_seed_scores_pruned__", 1)
+}
+
 /// Entry names of the seed kernels: `certified_seed_scores__…`, `certified_seed__…`,
 /// `certified_verify__…` (the tile's suffix, as the pass's).
 pub fn seed_entry_names(spec: &PagedSpec, tile: &DenseTile) -> [String; 3] {

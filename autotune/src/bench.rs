@@ -29,23 +29,25 @@ pub struct VariantTiming {
 /// trailing flags (`tc`: the dot products on the tensor cores; see the loop for the others).
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
     let mut parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`, `la`
-    // (`lookahead`).
-    let (mut mma, mut share_bound, mut seed, mut lookahead) = (false, false, false, false);
+    // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`, `pw`
+    // (`pruned_walk`), `la` (`lookahead`).
+    let (mut mma, mut share_bound, mut seed, mut pruned_walk, mut lookahead) =
+        (false, false, false, false, false);
     while let Some(flag) = parts.last().filter(|p| p.parse::<u32>().is_err()) {
         match *flag {
             "tc" => mma = true,
             "h" => share_bound = true,
             "seed" => seed = true,
+            "pw" => pruned_walk = true,
             "la" => lookahead = true,
-            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, la)"),
+            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, pw, la)"),
         }
         parts.pop();
     }
     let v: Vec<u32> = parts.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
     if v.len() != 8 {
         bail!(
-            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,la]"
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,pw][,la]"
         );
     }
     let t = DenseTile {
@@ -60,6 +62,7 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         share_bound,
         mma,
         seed,
+        pruned_walk,
         lookahead,
     };
     t.check(spec)?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
 
-use entkv_abi::{DType, DecodeSpec, DenseTile, KernelFamily, PagedSpec, TileConfig};
+use entkv_abi::{DType, DecodeSpec, DenseTile, KernelFamily, PagedSpec, Selector, TileConfig};
 use entkv_autotune::bundle_cmd::{build_bundle, create_default_bundle, RowPlan, SpecPlan};
 use entkv_autotune::interp_engine::{check_engine, check_run, run_engine_with, H200_SMS};
 use entkv_autotune::verify_cmd::{
@@ -169,6 +169,68 @@ fn a_seeded_certified_row_serves_the_full_walk_only() {
     }
     let bundle = Arc::new(build_bundle(&[plan], None, 0).unwrap());
     assert_only_the_full_walk_seeds(&bundle, &spec, 2, vec![2500, 200]);
+}
+
+/// A tuned seeded row of the page-pruned walk (`_pw`, `DenseTile::pruned_walk`) through the
+/// engine: on iid keys the pruning keeps every page, so the seeded full walk of that row takes
+/// every pair; the long sequence's heads get an estimate (the short one's is too short to seed),
+/// and the output is exact. The full walk keeps its default row. GQA 2.
+#[test]
+fn a_seeded_pruned_walk_row_serves_the_page_pruned_walk() {
+    let spec = PagedSpec::with_defaults(DecodeSpec::new(1.5, 32, 2, DType::F16).unwrap(), 16).unwrap();
+    let f = KernelFamily::DecodeCertified;
+    let TileConfig::Dense(def) = f.default_tile(&spec) else {
+        unreachable!()
+    };
+    let pw = TileConfig::Dense(DenseTile {
+        share_bound: true,
+        seed: true,
+        pruned_walk: true,
+        ..def
+    });
+    let mut plan = SpecPlan::defaults(&spec);
+    for fp in plan.families.iter_mut().filter(|fp| fp.family == f) {
+        fp.rows.push(RowPlan {
+            bucket: Bucket::Tokens {
+                lo: 1024,
+                hi: 1 << 20,
+            },
+            selector: Some(Selector::Pruned),
+            tile: pw,
+            source: RowSource::Tuned { median_us: 10.0 },
+        });
+    }
+    let bundle = Arc::new(build_bundle(&[plan], None, 0).unwrap());
+    let case = entkv_kernels::paged_data::PagedCase {
+        spec,
+        kv_heads: 2,
+        seq_lens: vec![2500, 200],
+        seed: 4,
+        data: entkv_kernels::paged_data::KeyData::Normal,
+        spare_pages: 1,
+    };
+    let x = case.inputs();
+    for (method, tile) in [
+        (Method::CertifiedPruned, pw),
+        (Method::Certified, f.default_tile(&spec)),
+    ] {
+        let checked = check_engine(&case, &x, method, &bundle, 8).unwrap();
+        let chosen = checked
+            .run
+            .plan
+            .kernels
+            .iter()
+            .find(|k| k.family == KernelFamily::DecodeCertified)
+            .unwrap();
+        assert_eq!(chosen.tile, tile, "{method:?}");
+        assert!(checked.check.passed, "{method:?}: {:?}", checked.check);
+        if method == Method::CertifiedPruned {
+            // Query heads of sequence 0 (2 KV heads × G 2) are seeded, sequence 1's are not.
+            let seeds = checked.run.program.get("seed").to_f64_vec();
+            assert!(seeds[..4].iter().all(|s| s.is_finite()), "{seeds:?}");
+            assert!(seeds[4..8].iter().all(|s| *s == f64::NEG_INFINITY), "{seeds:?}");
+        }
+    }
 }
 
 /// Through the engine on iid keys (`kv_heads` pairs a sequence of `seq_lens`): the full

@@ -289,7 +289,9 @@ fn a_bad_manifest_field_is_named() {
     assert!(matches!(e, BundleError::Corrupt(_)), "{e}");
     let e = e.to_string();
     assert!(
-        e.contains("manifest.table[1].block_threads") && e.contains("-1") && e.contains("schema-11"),
+        e.contains("manifest.table[1].block_threads")
+            && e.contains("-1")
+            && e.contains(&format!("schema-{SCHEMA_VERSION}")),
         "{e}"
     );
 }
@@ -310,15 +312,15 @@ fn other_schema_versions_are_refused() {
         assert!(
             matches!(
                 e,
-                BundleError::Schema {
-                    found: 12,
-                    supported: 11
-                }
+                BundleError::Schema { found, supported }
+                    if found == u64::from(SCHEMA_VERSION) + 1 && supported == SCHEMA_VERSION
             ),
             "{e}"
         );
         assert!(
-            e.to_string().contains("schema version 12") && e.to_string().contains("versions 6–11"),
+            e.to_string()
+                .contains(&format!("schema version {}", SCHEMA_VERSION + 1))
+                && e.to_string().contains(&format!("versions 6–{SCHEMA_VERSION}")),
             "{e}"
         );
         assert!(!e.to_string().contains("rebuild"), "{e}");
@@ -327,15 +329,12 @@ fn other_schema_versions_are_refused() {
     let t = TempDir::new("future");
     std::fs::write(
         t.0.join(MANIFEST_FILE),
-        r#"{"manifest": {"schema_version": 13, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
+        r#"{"manifest": {"schema_version": 99, "kernels": {"x": 1}}, "digest": "blake3:..."}"#,
     )
     .unwrap();
     assert!(matches!(
         Bundle::open(&t.0).unwrap_err(),
-        BundleError::Schema {
-            found: 13,
-            supported: 11
-        }
+        BundleError::Schema { found: 99, supported } if supported == SCHEMA_VERSION
     ));
     // Versions 1–5 predate the page box sketch (1–4) or `page_bounds`' `heads_log2` (5): their
     // kernels take other arguments, so they are refused with a request to rebuild.
@@ -1188,4 +1187,62 @@ fn errors_name_the_problem() {
         e.to_string().contains("version 8") && e.to_string().contains("versions 6–7"),
         "{e}"
     );
+}
+
+/// Schema 12: a seeded certified tile with `"pruned_walk": true` (`_pw`) serves the page-pruned
+/// walk. Its tuned row resolves for that walk, and its entries add that walk's two passes and
+/// the pruned sample pass to the seeded full walk's. A schema-11 manifest with such a row is
+/// refused (a schema-11 reader would drop the field).
+#[test]
+fn seeded_pruned_walk_rows_and_schema_11() {
+    let f = KernelFamily::DecodeCertified;
+    let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let TileConfig::Dense(def) = f.default_tile(&s4) else {
+        unreachable!()
+    };
+    let tile = TileConfig::Dense(DenseTile {
+        share_bound: true,
+        seed: true,
+        pruned_walk: true,
+        ..def
+    });
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s4);
+    add_default_rows(&mut w, &s4, &[]);
+    let entries = tile.entries(f, &s4).unwrap();
+    let module = format!("{}__{}__{}.ptx", f.name(), s4.sketch_tag(), tile.tag());
+    assert!(module.contains("_seed_pw"), "{module}");
+    w.add_module(&module, fake_ptx(&entries), entries.clone())
+        .unwrap();
+    w.add_row(TableRow {
+        tile,
+        module,
+        entries: entries.clone(),
+        selector: Some(Selector::Pruned),
+        ..tuned_row(f, &s4, 1, 1 << 20, 1.0)
+    });
+    let t = TempDir::new("seeded_pw");
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    let b = Bundle::open(&t.0).unwrap();
+    let r = b.resolve(f, &s4, 1000, Some(Selector::Pruned)).unwrap();
+    assert_eq!((r.tier, r.row.tile), (Tier::Exact, tile));
+    for first in [
+        "select_certified__",
+        "select_certified_sel__",
+        "select_certified_rest__",
+        "certified_seed_scores__",
+        "certified_seed_scores_pruned__",
+        "certified_verify__",
+    ] {
+        assert!(
+            entries.iter().any(|e| e.starts_with(first)),
+            "{first}: {entries:?}"
+        );
+    }
+    assert!(String::from_utf8(std::fs::read(t.0.join(MANIFEST_FILE)).unwrap())
+        .unwrap()
+        .contains("\"pruned_walk\": true"));
+    edit_manifest(&t.0, |m| m.schema_version = 11);
+    let e = Bundle::open(&t.0).unwrap_err().to_string();
+    assert!(e.contains("`_pw`") && e.contains("schema-11"), "{e}");
 }

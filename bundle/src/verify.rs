@@ -4,6 +4,7 @@
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
     RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SEEDED_FULL_WALK_ONLY_SCHEMA,
+    SEEDED_PRUNED_WALK_SCHEMA,
 };
 use entkv_abi::pipeline::{certified_rest_entry, certified_selected_entry};
 use entkv_abi::{
@@ -339,6 +340,12 @@ fn check_row(
         .entries(row.family, spec)
         .map_err(|e| format!("tile {} does not fit: {e}", row.tile.tag()))?;
     if let (KernelFamily::DecodeCertified, TileConfig::Dense(t)) = (row.family, &row.tile) {
+        if t.pruned_walk && schema_version < SEEDED_PRUNED_WALK_SCHEMA {
+            return Err(format!(
+                "tile {} serves the page-pruned walk seeded (`_pw`), which schema {SEEDED_PRUNED_WALK_SCHEMA} introduced (this is a schema-{schema_version} manifest)",
+                row.tile.tag()
+            ));
+        }
         if schema_version < SEEDED_FULL_WALK_ONLY_SCHEMA && !t.serves_pruned_walk() {
             // Older writers listed (and compiled) the page-pruned walk's passes of a seeded
             // tile too, after the pass and its finish; they are never launched.
@@ -366,7 +373,7 @@ fn check_row(
     }
     if !row.tile.serves(row.selector) {
         return Err(format!(
-            "tile {} cannot serve the walk of {} (a seeded certified tile is a full walk's)",
+            "tile {} cannot serve the walk of {} (a seeded certified tile without `_pw` is a full walk's)",
             row.tile.tag(),
             row.family.label(row.selector)
         ));

@@ -79,15 +79,20 @@ pub fn init_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelG
 }
 
 /// The kernels a tile adds to the certified family's: the seed's three (`crate::seed`) when
-/// its shared head bounds start at an estimate, else [`init_kernel`] when its splits share
-/// head bounds, none otherwise.
+/// its shared head bounds start at an estimate (and the page-pruned walk's sample pass when it
+/// serves that walk seeded), else [`init_kernel`] when its splits share head bounds, none
+/// otherwise.
 pub fn tile_extra_kernels(spec: &PagedSpec, tile: &DenseTile) -> Result<Vec<Kernel>, KernelGenError> {
     if tile.seed {
-        Ok(vec![
-            crate::seed::scores_kernel(spec, tile)?,
+        let mut v = vec![
+            crate::seed::scores_kernel(spec, tile, false)?,
             crate::seed::estimate_kernel(spec, tile)?,
             crate::seed::verify_kernel(spec, tile)?,
-        ])
+        ];
+        if tile.pruned_walk {
+            v.push(crate::seed::scores_kernel(spec, tile, true)?);
+        }
+        Ok(v)
     } else if tile.share_bound {
         Ok(vec![init_kernel(spec, tile)?])
     } else {
@@ -215,9 +220,10 @@ fn score_pass(
     let head_bound = tile
         .share_bound
         .then(|| k.buffer("head_bound", Scalar::I32, Access::ReadWrite));
-    // A seeded full walk runs twice a step (`entkv_abi::seed`): first every CTA (gate 0), then
-    // those of the pairs `certified_verify` flagged (gate 1).
-    let seeded = tile.seed && walk_kind == Walk::Full;
+    // A seeded walk runs twice a step (`entkv_abi::seed`): first every CTA (gate 0), then
+    // those of the pairs `certified_verify` flagged (gate 1). The page-pruned walk's passes
+    // are seeded where the tile serves that walk seeded (`_pw`).
+    let seeded = tile.seed && (walk_kind == Walk::Full || tile.pruned_walk);
     let repair_gate = seeded.then(|| RepairGate::declare(&mut k));
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
     let chunks_param = k.scalar_param("chunks_per_split", Scalar::I32);
@@ -248,9 +254,10 @@ fn score_pass(
         let takes = selected_walk_takes(kept, pages.i32());
         k.let_("walks_row", if selected { takes } else { takes.not() })
     });
-    let walk_gate = match repair_gate {
-        Some(g) => Some(g.runs(&mut k, b, kv_heads, kvh)),
-        None => walk_gate,
+    let repair_gate = repair_gate.map(|g| g.runs(&mut k, b, kv_heads, kvh));
+    let walk_gate = match (walk_gate, repair_gate) {
+        (Some(w), Some(r)) => Some(k.let_("runs_cta", w.and(r))),
+        (w, r) => w.or(r),
     };
     // A gated CTA (a pair the pass skips: the seeded repair launch's unflagged pairs, the other
     // walk's pairs) returns before its prologue: q, the page terms and the stream's shared

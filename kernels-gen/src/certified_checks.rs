@@ -429,6 +429,20 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             vec![400],
             KeyData::BoxCorner,
         ),
+        // Over 4-bit sketches, long enough to seed: the seeded page-pruned walk (`_pw`) gives
+        // the first head's pairs to the selected walk (no samples) and the others to the seeded
+        // full walk in the same step.
+        mk(
+            1.5,
+            32,
+            1,
+            16,
+            4,
+            DType::F16,
+            false,
+            vec![3000, 1300],
+            KeyData::PeakedFirstHead,
+        ),
         // Rows whose pruning bounds differ: each must use its own (a row mix-up drops support).
         mk(
             1.5,
@@ -576,19 +590,27 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
             }
         }
         // The seeded full walk (`entkv_abi::seed`) on the small tile, where the group shares
-        // head bounds; sequences under ~1k tokens take no seed and run as `_h`.
+        // head bounds; sequences under ~1k tokens take no seed and run as `_h`. And the same
+        // tile seeded on the page-pruned walk (`_pw`): the pairs that keep most pages are
+        // seeded, the others run the selected walk unseeded.
         let seeded = DenseTile {
             share_bound: true,
             seed: true,
             ..small
         };
         if case.spec.sketch_token_grid() && seeded.check_for(&case.spec, DecodeKind::Certified).is_ok() {
-            v.push(Box::new(CertifiedCheck {
-                case: case.clone(),
-                tile: seeded,
-                sm_count: 1,
-                pruned: false,
-            }));
+            let pw = DenseTile {
+                pruned_walk: true,
+                ..seeded
+            };
+            for (tile, pruned) in [(seeded, false), (pw, true)] {
+                v.push(Box::new(CertifiedCheck {
+                    case: case.clone(),
+                    tile,
+                    sm_count: 1,
+                    pruned,
+                }));
+            }
         }
         // Rescoring on the tensor cores (`_tc`) where the small tile already takes one lane a
         // token over a per-token grid (elsewhere one lane a token alone changes the pass, and
@@ -674,7 +696,8 @@ pub fn wide_4bit_checks() -> Vec<CertifiedCheck> {
 /// The seeded pass on keys whose samples overstate the scores ([`KeyData::SeedDecoy`]): the
 /// estimate passes τ, `certified_verify` flags the pairs, and the repair launches must
 /// restore the exact output (`kernels-gen/tests/certified.rs` shows the first pass alone
-/// would not). GQA 1 and 2, f16 and bf16, ALiBi, a sequence too short to seed beside a long one.
+/// would not). GQA 1 and 2, f16 and bf16, ALiBi, a sequence too short to seed beside a long one;
+/// each on the full walk and on the page-pruned walk seeded (`_pw`).
 pub fn seed_decoy_checks() -> Vec<CertifiedCheck> {
     let case = |alpha: f64, g: u32, dtype: DType, alibi: bool, lens: Vec<u32>| {
         let decode = DecodeSpec::new(alpha, 32, g, dtype).expect("spec");
@@ -692,7 +715,7 @@ pub fn seed_decoy_checks() -> Vec<CertifiedCheck> {
         case(2.0, 2, DType::BF16, true, vec![1500]),
     ]
     .into_iter()
-    .map(|case| {
+    .flat_map(|case| {
         let tile = DenseTile {
             threads: 64,
             tokens_per_group: 2,
@@ -705,12 +728,16 @@ pub fn seed_decoy_checks() -> Vec<CertifiedCheck> {
             mma: case.spec.decode.group == 2,
             ..DenseTile::default_certified(&case.spec)
         };
-        CertifiedCheck {
-            case,
+        let pw = DenseTile {
+            pruned_walk: true,
+            ..tile
+        };
+        [(tile, false), (pw, true)].map(|(tile, pruned)| CertifiedCheck {
+            case: case.clone(),
             tile,
             sm_count: 1,
-            pruned: false,
-        }
+            pruned,
+        })
     })
     .collect()
 }

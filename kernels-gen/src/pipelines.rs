@@ -99,7 +99,11 @@ pub fn certified_bounds_pipeline(
     max_tokens: u64,
     sm_count: u32,
 ) -> Result<Pipeline, KernelGenError> {
-    let tile = &DenseTile { seed: false, ..*tile };
+    let tile = &DenseTile {
+        seed: false,
+        pruned_walk: false,
+        ..*tile
+    };
     let mut plan = decode_calls(DecodeKind::Certified, spec, tile, shape, max_tokens, sm_count)?;
     // Up to the first score pass: what comes after reads or repairs its candidates.
     let (select, _) = entkv_abi::pipeline::certified_entry_names(spec, tile);

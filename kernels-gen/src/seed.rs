@@ -8,8 +8,9 @@ use crate::tokens::{slope, Layout, PageBufs, TokenSource};
 use crate::warp_stream::order_key;
 use crate::{scalar_of, KernelGenError};
 use entkv_abi::seed::{
-    seed_entry_names, seed_rank, SEED_LONG_SAMPLES, SEED_MIN_SAMPLES, SEED_RANK_LONG, SEED_RANK_SHORT,
-    SEED_RUN, SEED_RUN_MIN_SAMPLES, SEED_SCRAMBLE, SEED_STRIDE, SEED_THREADS, SEED_WEIGHT,
+    seed_entry_names, seed_pruned_scores_entry, seed_rank, SEED_LONG_SAMPLES, SEED_MIN_SAMPLES,
+    SEED_RANK_LONG, SEED_RANK_SHORT, SEED_RUN, SEED_RUN_MIN_SAMPLES, SEED_SCRAMBLE, SEED_STRIDE,
+    SEED_THREADS, SEED_WEIGHT,
 };
 use entkv_abi::{DecodeKind, DenseTile, PagedSpec};
 use entkv_dsl::*;
@@ -45,17 +46,29 @@ impl RepairGate {
 /// ALiBi term) of sample `j`'s token (`entkv_abi::seed::seed_position`) for each head of the
 /// group, −∞ past the sequence. The group's q' sits in shared memory, so a thread holds only
 /// a 16-byte slice of its row and the group's sums. Parameters: `q, k_pool, block_table,
-/// seq_lens, [alibi_slopes], seed_z, samples, max_pages`.
-pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
+/// seq_lens, [sel_count] (`pruned`), [alibi_slopes], seed_z, samples, max_pages`.
+///
+/// `pruned`: `certified_seed_scores_pruned` (`entkv_abi::seed::seed_pruned_scores_entry`), run
+/// after page pruning. A pair the selected walk takes (`crate::certified::selected_walk_takes`
+/// of its `sel_count`) reads no K and writes −∞ samples, so its estimate is −∞: that walk runs
+/// unseeded, as its few kept pages would cost more in samples (1/64 of the whole sequence's
+/// rows) than a seed could save.
+pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile, pruned: bool) -> Result<Kernel, KernelGenError> {
     tile.check_for(spec, DecodeKind::Certified)?;
     let ds = &spec.decode;
-    let [name, _, _] = seed_entry_names(spec, tile);
+    let name = if pruned {
+        seed_pruned_scores_entry(spec, tile)
+    } else {
+        let [name, _, _] = seed_entry_names(spec, tile);
+        name
+    };
     let threads = SEED_THREADS;
     let mut k = KernelBuilder::new(name, threads);
     let q = k.buffer("q", scalar_of(ds.q_dtype), Access::Read);
     let keys = k.buffer("k_pool", scalar_of(ds.kv_dtype), Access::Read);
     let block_table = k.buffer("block_table", Scalar::I32, Access::Read);
     let seq_lens = k.buffer("seq_lens", Scalar::I32, Access::Read);
+    let sel_count = pruned.then(|| k.buffer("sel_count", Scalar::I32, Access::Read));
     let slopes = spec
         .alibi
         .then(|| k.buffer("alibi_slopes", Scalar::F32, Access::Read));
@@ -107,7 +120,16 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Kerne
     let slot = k.let_("slot", (r * SEED_SCRAMBLE as i64) & (SEED_STRIDE as i64 - 1));
     let t = k.let_("t", (r << (run_log2 + stride_log2)) + (slot << run_log2) + in_run);
     let in_row = k.let_("in_row", j.lt(samples.i64()));
-    let valid = k.let_("valid", in_row.and(t.lt(src.seq_len)));
+    let in_seq = t.lt(src.seq_len);
+    let valid = match sel_count {
+        Some(count) => {
+            let kept = count.at(b.i64() * kv_heads.i64() + kvh.i64());
+            let pages = (src.seq_len + (spec.page_size as i64 - 1)) / spec.page_size as i64;
+            let full_walk = crate::certified::selected_walk_takes(kept, pages.i32()).not();
+            k.let_("valid", in_row.and(in_seq).and(full_walk))
+        }
+        None => k.let_("valid", in_row.and(in_seq)),
+    };
     let z: Vec<Var> = (0..group)
         .map(|_| k.let_typed("seed_zg", Scalar::F32, f64::NEG_INFINITY))
         .collect();

@@ -356,6 +356,7 @@ mod tests {
             share_bound: false,
             mma: false,
             seed: false,
+            pruned_walk: false,
             lookahead: false,
         };
         let chunk = (threads * tokens) as usize;

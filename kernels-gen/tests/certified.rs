@@ -167,15 +167,28 @@ fn certified_init_resets_stale_head_bounds() {
 /// The seeded pass (`entkv_abi::seed`) on keys whose samples overstate the scores: the
 /// estimate passes τ for the long sequence's pairs, `certified_verify` flags them (and not the
 /// short sequence's, which takes no seed), and the repair launches, starting from the first
-/// pass's τ(K), restore the exact output.
+/// pass's τ(K), restore the exact output. On the full walk and on the page-pruned walk seeded
+/// (`_pw`: the decoy pages' bounds keep every page, so the seeded full walk takes the pairs).
 /// Without them the first pass's output is wrong: the check can fail.
 #[test]
 fn seeded_pass_repairs_an_estimate_above_the_threshold() {
+    let checks = entkv_kernels::certified_checks::seed_decoy_checks();
+    let (full, pruned) = (&checks[0], &checks[1]);
+    assert!(
+        !full.pruned
+            && pruned.pruned
+            && pruned.tile.pruned_walk
+            && pruned.case.seq_lens == full.case.seq_lens
+    );
+    for check in [full, pruned] {
+        repairs_the_decoy_case(check);
+    }
+}
+
+fn repairs_the_decoy_case(check: &CertifiedCheck) {
     use entkv_dsl::interp::HostBuffer;
     use entkv_kernels::check::{compare, DenseOutputs};
     use entkv_kernels::paged_data::paged_reference;
-    let checks = entkv_kernels::certified_checks::seed_decoy_checks();
-    let check = &checks[0];
     let mut program = check.program().unwrap();
     // Up to the repair's finish (the check reruns the pass without rescoring after it).
     let finishes: Vec<usize> = program
@@ -233,10 +246,75 @@ fn seeded_pass_repairs_an_estimate_above_the_threshold() {
             "head {h}: {start} vs τ {tau}"
         );
     }
+    if check.pruned {
+        // Both walks' passes run in the repair, each gated on its own pairs too.
+        let repair_passes: Vec<&str> = program.calls[verify + 1..]
+            .iter()
+            .map(|c| c.kernel.name.split("__").next().unwrap())
+            .collect();
+        assert_eq!(
+            repair_passes,
+            [
+                "select_certified_rest",
+                "select_certified_sel",
+                "decode_certified"
+            ]
+        );
+    }
     let repaired = compare(&full, &outputs(&program), None);
     assert!(repaired.passed, "with the repair: {repaired:?}");
     let first = compare(&full, &outputs(&first_only), None);
     assert!(!first.passed, "the first pass alone drops support: {first:?}");
+}
+
+/// The seeded page-pruned walk (`_pw`) on a step whose pairs split between its two walks: the
+/// first KV head's keys are page-coherent (the pruning keeps few pages, so the selected walk
+/// takes its pairs), the other's iid (every page kept: the seeded full walk). Only the full
+/// walk's pairs are sampled, so only their heads have an estimate; the output is exact.
+#[test]
+fn seeded_pruned_walk_samples_only_the_full_walks_pairs() {
+    use entkv_abi::pipeline::selected_walk_takes;
+    use entkv_kernels::suite::run_interp;
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let check = CertifiedCheck {
+        case: PagedCase {
+            spec,
+            kv_heads: 2,
+            seq_lens: vec![3000, 1300],
+            seed: 41,
+            data: KeyData::PeakedFirstHead,
+            spare_pages: 2,
+        },
+        tile: DenseTile {
+            share_bound: true,
+            seed: true,
+            pruned_walk: true,
+            ..small_tile(&spec, 1, 2)
+        },
+        sm_count: 1,
+        pruned: true,
+    };
+    let o = run_interp(&check).unwrap();
+    assert!(o.passed, "{}", o.detail);
+    let mut p = check.program().unwrap();
+    p.run_interp().unwrap();
+    let (counts, seeds) = (p.get("sel_count").to_f64_vec(), p.get("seed").to_f64_vec());
+    let mut walks = [0; 2];
+    for (pair, &count) in counts.iter().enumerate() {
+        let pages = (check.case.seq_lens[pair / 2] as u64).div_ceil(16);
+        let selected = selected_walk_takes(count as u64, pages);
+        walks[selected as usize] += 1;
+        let seed = seeds[pair];
+        assert!(
+            if selected {
+                seed == f64::NEG_INFINITY
+            } else {
+                seed.is_finite()
+            },
+            "pair {pair}: {count} of {pages} pages kept, estimate {seed}"
+        );
+    }
+    assert_eq!(walks, [2, 2], "two pairs a walk");
 }
 
 /// On iid keys the estimate stays below τ (no pair is flagged) and filters far more than the
@@ -251,7 +329,7 @@ fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
         share_bound: true,
         ..small_tile(&spec, 1, 2)
     };
-    let k_bytes = |tile: DenseTile| {
+    let k_bytes = |tile: DenseTile, pruned: bool| {
         let check = CertifiedCheck {
             case: PagedCase {
                 spec,
@@ -263,7 +341,7 @@ fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
             },
             tile,
             sm_count: 16,
-            pruned: false,
+            pruned,
         };
         let o = run_interp(&check).unwrap();
         assert!(o.passed, "{}: {}", tile.tag(), o.detail);
@@ -294,12 +372,24 @@ fn seeded_pass_rescores_fewer_tokens_on_iid_keys() {
         };
         (read("select_certified"), read("certified_seed_scores"))
     };
-    let ((plain, _), (seeded, samples)) = (k_bytes(shared), k_bytes(DenseTile { seed: true, ..shared }));
-    println!("K bytes: shared bounds alone {plain}; seeded pass {seeded} + samples {samples}");
-    assert!(
-        samples > 0 && seeded + samples < plain / 2,
-        "seeded {seeded} + {samples}, shared bounds alone {plain}"
-    );
+    // The full walk, then the page-pruned walk (which keeps every page of iid keys, so its
+    // seeded full walk, `_pw`, takes the pair).
+    let seeded = DenseTile { seed: true, ..shared };
+    let pw = DenseTile {
+        pruned_walk: true,
+        ..seeded
+    };
+    for (plain_tile, seeded_tile, pruned) in [(shared, seeded, false), (shared, pw, true)] {
+        let ((plain, _), (seeded, samples)) = (k_bytes(plain_tile, pruned), k_bytes(seeded_tile, pruned));
+        println!(
+            "{}: K bytes: shared bounds alone {plain}; seeded pass {seeded} + samples {samples}",
+            if pruned { "page-pruned walk" } else { "full walk" }
+        );
+        assert!(
+            samples > 0 && seeded + samples < plain / 2,
+            "seeded {seeded} + {samples}, shared bounds alone {plain}"
+        );
+    }
 }
 
 /// The seed kernels against float64: `certified_seed_scores` writes every sample's exact score

@@ -86,7 +86,8 @@ fn every_module_assembles_without_spills() {
 }
 
 /// The certified family at its default tile's shape without and with head-bound sharing, and
-/// seeded (`entkv_abi::seed`: the shared bounds start at an estimate; the tuner times all three),
+/// seeded (`entkv_abi::seed`: the shared bounds start at an estimate; the tuner times all three;
+/// and seeded on the page-pruned walk, `_pw`, at that walk's default shape),
 /// assembles without spills on every 4-bit spec above with GQA ≤ 4 (sharing refuses larger
 /// groups: at GQA 8 the rest walk spilled), and GQA 2 with ALiBi, GQA 3 and 4.
 #[test]
@@ -106,7 +107,8 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
         for spec in mine {
             // The default's shape alone, with shared bounds, and seeded (the default is one of
             // them: `wide`'s is seeded). Unseeded tiles serve the page-pruned walk too, so they
-            // take its default's shape (`wide`: one token a lane, where two spill its pass).
+            // take its default's shape (`wide`: one token a lane, where two spill its pass), and
+            // so does the seeded tile that serves that walk (`_pw`).
             let def = DenseTile::default_certified(spec);
             let pruned = DenseTile::default_certified_pruned(spec);
             let tiles = [(false, false), (true, false), (true, true)].map(|(share_bound, seed)| DenseTile {
@@ -114,6 +116,13 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
                 seed,
                 ..if seed { def } else { pruned }
             });
+            let pruned_walk = DenseTile {
+                share_bound: true,
+                seed: true,
+                pruned_walk: true,
+                ..pruned
+            };
+            let tiles = tiles.into_iter().chain([pruned_walk]);
             for tile in tiles {
                 let tile = TileConfig::Dense(tile);
                 let module = KernelModule {

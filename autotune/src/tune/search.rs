@@ -618,6 +618,7 @@ impl Searcher<'_> {
                 family,
                 &self.opts.spec,
                 &self.opts.limits,
+                w.selector,
                 &ranked,
                 fastest,
                 tiles,

@@ -50,10 +50,14 @@ impl Space {
 
     /// The points that serve `selector`'s walk, its default first
     /// ([`KernelFamily::default_tile_for`]: the page-pruned walk's where the family's default
-    /// is a seeded certified tile, which cannot serve it).
+    /// is a seeded certified tile, which cannot serve it). The seeded page-pruned walk's
+    /// points (`_pw`) are that walk's only: elsewhere they run as their twins without `_pw`.
     pub fn for_selector(&self, spec: &PagedSpec, selector: Option<Selector>) -> Space {
         let default = self.family.default_tile_for(spec, selector);
-        let rest = self.valid.iter().filter(|t| t.serves(selector) && **t != default);
+        let rest = self
+            .valid
+            .iter()
+            .filter(|t| t.serves(selector) && **t != default && **t == for_walk(**t, selector));
         Space {
             family: self.family,
             valid: std::iter::once(default).chain(rest.copied()).collect(),
@@ -225,10 +229,21 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .filter(|t| t.lanes_per_token == 1)
                     .map(flip_mma)
                     .collect();
+                // And every seeded point as the page-pruned walk's (`_pw`, timed in that walk's
+                // row only: `Space::for_selector`); invalid and spilling ones drop out as usual.
+                let pruned_walk: Vec<DenseTile> = seeded
+                    .iter()
+                    .chain(tc.iter().filter(|t| t.seed))
+                    .map(|t| DenseTile {
+                        pruned_walk: true,
+                        ..*t
+                    })
+                    .collect();
                 v.extend(small);
                 v.extend(flipped);
                 v.extend(seeded);
                 v.extend(tc);
+                v.extend(pruned_walk);
             }
             v.into_iter().map(TileConfig::Dense).collect()
         }
@@ -320,6 +335,7 @@ fn flip_share(t: DenseTile) -> DenseTile {
     DenseTile {
         share_bound: !t.share_bound,
         seed: false,
+        pruned_walk: false,
         ..t
     }
 }
@@ -342,6 +358,7 @@ fn flip_seed(t: DenseTile) -> DenseTile {
     DenseTile {
         share_bound: t.share_bound || !t.seed,
         seed: !t.seed,
+        pruned_walk: false,
         ..t
     }
 }
@@ -401,6 +418,7 @@ pub fn refinements(
     family: KernelFamily,
     spec: &PagedSpec,
     limits: &DeviceLimits,
+    selector: Option<Selector>,
     ranked: &[TileConfig],
     fastest: Option<TileConfig>,
     tried: &[TileConfig],
@@ -411,7 +429,10 @@ pub fn refinements(
     let mut out: Vec<TileConfig> = Vec::new();
     let add = |points: Vec<DenseTile>, out: &mut Vec<TileConfig>| {
         let cap = out.len() + MAX_REFINEMENTS;
-        for p in points.into_iter().map(TileConfig::Dense) {
+        for p in points
+            .into_iter()
+            .map(|t| for_walk(TileConfig::Dense(t), selector))
+        {
             if out.len() == cap {
                 break;
             }
@@ -425,6 +446,18 @@ pub fn refinements(
         add(descent_step(family, spec, &f, &[]), &mut out);
     }
     out
+}
+
+/// `t` as `selector`'s walk runs it: a seeded certified tile serves the page-pruned walk as
+/// its `_pw` twin ([`DenseTile::pruned_walk`]), every other walk without `_pw`.
+fn for_walk(t: TileConfig, selector: Option<Selector>) -> TileConfig {
+    match t {
+        TileConfig::Dense(d) => TileConfig::Dense(DenseTile {
+            pruned_walk: d.seed && selector == Some(Selector::Pruned),
+            ..d
+        }),
+        t => t,
+    }
 }
 
 /// One step of coordinate descent from `centre`: its secondary knobs moved one at a time (the
@@ -550,7 +583,7 @@ mod tests {
         };
         // The default best: every neighbour was in the grid already.
         let tried = space.valid.clone();
-        assert!(refinements(f, &s, &limits, &tried, None, &tried).is_empty());
+        assert!(refinements(f, &s, &limits, None, &tried, None, &tried).is_empty());
         // Another best: its knobs moved, the runners-up at its knobs, its tokens halved and
         // doubled; never a tried or invalid point, at most MAX_REFINEMENTS.
         let best = *space
@@ -560,7 +593,7 @@ mod tests {
             .unwrap();
         let mut ranked = vec![best];
         ranked.extend(space.valid.iter().filter(|t| **t != best).copied());
-        let r = refinements(f, &s, &limits, &ranked, None, &tried);
+        let r = refinements(f, &s, &limits, None, &ranked, None, &tried);
         assert!(!r.is_empty() && r.len() <= MAX_REFINEMENTS, "{}", r.len());
         let b = dense(&best);
         for t in &r {
@@ -586,13 +619,14 @@ mod tests {
         let topk = family_space(KernelFamily::SelectTopk, &s, &limits).unwrap();
         let mut ranked = topk.valid.clone();
         ranked.rotate_left(1);
-        assert!(refinements(KernelFamily::SelectTopk, &s, &limits, &ranked, None, &[]).is_empty());
+        assert!(refinements(KernelFamily::SelectTopk, &s, &limits, None, &ranked, None, &[]).is_empty());
     }
 
     /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped, and
     /// seeded, on its default and small-CTA points, each also rescoring on the tensor cores, and
     /// refined with the best's tensor cores, then its sharing, then its seeding, flipped first;
-    /// no other family gets sharing or seeding, and GQA 8 counts those points invalid
+    /// the page-pruned walk times the seeded points as `_pw` twins, which the full walk does not
+    /// time; no other family gets sharing or seeding, and GQA 8 counts those points invalid
     /// (registers).
     #[test]
     fn shared_head_bounds_are_tried_for_the_certified_pass_only() {
@@ -602,13 +636,28 @@ mod tests {
         let shares = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.share_bound);
         let s = bits4(1);
         let f = KernelFamily::DecodeCertified;
-        let space = family_space(f, &s, &limits).unwrap();
+        let whole = family_space(f, &s, &limits).unwrap();
+        let space = whole.for_selector(&s, None);
         let TileConfig::Dense(def) = space.default_tile() else {
             panic!("a dense tile")
         };
         assert!(!def.share_bound);
         assert!(space.valid.contains(&TileConfig::Dense(flip_share(def))));
         let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
+        let pw = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.pruned_walk);
+        // The page-pruned walk: the unseeded points and a `_pw` twin of every seeded one.
+        let pruned = whole.for_selector(&s, Some(entkv_abi::Selector::Pruned));
+        assert!(!space.valid.iter().any(pw));
+        assert_eq!(
+            pruned.valid.iter().filter(|t| pw(t)).count(),
+            space.valid.iter().filter(|t| seeded(t)).count()
+        );
+        assert!(pruned.valid.iter().all(|t| !seeded(t) || pw(t)));
+        assert_eq!(
+            pruned.valid.len(),
+            space.valid.len(),
+            "the same points, seeded ones as their twins"
+        );
         let tc = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.mma);
         let fma_points = || space.valid.iter().filter(|t| !tc(t));
         assert_eq!(fma_points().filter(|t| shares(t)).count(), 8);
@@ -621,13 +670,26 @@ mod tests {
             panic!("a dense tile")
         };
         assert!(best.seed && best.mma);
-        let r = refinements(f, &s, &limits, &ranked, None, &[]);
+        let r = refinements(f, &s, &limits, None, &ranked, None, &[]);
         assert_eq!(r[0], TileConfig::Dense(flip_mma(best)));
         assert_eq!(r[1], TileConfig::Dense(flip_share(best)));
         assert_eq!(r[2], TileConfig::Dense(flip_seed(best)));
         assert!(matches!(r[1], TileConfig::Dense(t) if !t.share_bound && !t.seed));
         assert!(matches!(r[2], TileConfig::Dense(t) if t.share_bound && !t.seed));
         assert!(!ranked[0].serves(Some(entkv_abi::Selector::Pruned)));
+        // Refined for the page-pruned walk, a seeded refinement is a `_pw` tile, an unseeded one
+        // is not.
+        let rp = refinements(
+            f,
+            &s,
+            &limits,
+            Some(entkv_abi::Selector::Pruned),
+            &ranked,
+            None,
+            &[],
+        );
+        assert!(rp.iter().any(pw) && rp.iter().all(|t| seeded(t) == pw(t)));
+        assert!(rp.iter().all(|t| t.serves(Some(entkv_abi::Selector::Pruned))));
         for other in [KernelFamily::DecodeDense, KernelFamily::DecodeSparse] {
             let sp = family_space(other, &s, &limits).unwrap();
             assert!(!sp.valid.iter().any(shares), "{other}");
@@ -665,7 +727,7 @@ mod tests {
         let TileConfig::Dense(best) = ranked[0] else {
             panic!("a dense tile")
         };
-        let r = refinements(f, &gqa, &limits, &ranked, None, &[]);
+        let r = refinements(f, &gqa, &limits, None, &ranked, None, &[]);
         assert_eq!(r[0], TileConfig::Dense(flip_lookahead(best)));
         for other in [KernelFamily::DecodeDense, KernelFamily::DecodeCertified] {
             let sp = family_space(other, &gqa, &limits).unwrap();
