@@ -1,6 +1,8 @@
-# Device call at 8ac9cfd (3feea43 until 2026-12-07; the same PTX: kernels as f7a63f8, seed
-# samples in runs of four only from 2048 samples; 82bac86: least-tail split ties to fewer,
-# longer splits; 8ac9cfd's tuner checks candidates on a poisoned workspace), on an
+# Device call at 43541a6 since 2026-12-07 02:33 UTC (8ac9cfd and 3feea43 before; their default
+# PTX is the same: kernels as f7a63f8, seed samples in runs of four only from 2048 samples;
+# 82bac86: least-tail split ties to fewer, longer splits; 8ac9cfd's tuner checks candidates on
+# a poisoned workspace; 43541a6's tuner also times the seeded page-pruned walk, `_seed_pw`, in
+# the pruned rows, so the tune logs are its first GPU A/B against the unseeded tiles), on an
 # H200: the benchmark run behind docs/benchmarks.md
 # (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
 # autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite.
@@ -15,7 +17,7 @@ cp -P .gpu/s/entkv .gpu/s/autotune .gpu/
 # results/2026-12-06-seed-run).
 ph bench 200 bash scripts/bench-gpu.sh $W/bench
 snap
-ph workloads-gqa 150 bash scripts/bench-workloads.sh $W gqa
+ph workloads-gqa 180 bash scripts/bench-workloads.sh $W gqa
 snap
 ph workloads-wide 200 bash scripts/bench-workloads.sh $W wide
 snap
