@@ -798,14 +798,24 @@ fn tiles_in_a_space_are_what_the_backend_sees() {
             outside += 1;
         }
     }
-    let cert = out
+    // The full walk's refinements, and the page-pruned walk's where they differ (its seeded
+    // ones are `_pw` twins); those the two share are prepared once.
+    let refined = |r: &&entkv_autotune::tune::search::BucketResult| r.planned - r.space_valid;
+    let cert: Vec<_> = out
         .results
         .iter()
-        .find(|r| r.family == KernelFamily::DecodeCertified)
-        .unwrap();
-    assert_eq!(outside, cert.planned - cert.space_valid);
+        .filter(|r| r.family == KernelFamily::DecodeCertified)
+        .collect();
+    assert_eq!(cert.len(), 2, "the full and the page-pruned walk");
+    let full = cert.iter().find(|r| r.workload.selector.is_none()).unwrap();
+    let all: usize = cert.iter().map(refined).sum();
     assert!(
-        (1..=2 * MAX_REFINEMENTS).contains(&outside),
+        (refined(full)..=all).contains(&outside),
+        "{outside} refinements prepared, {} for the full walk, {all} in all",
+        refined(full)
+    );
+    assert!(
+        (1..=2 * 2 * MAX_REFINEMENTS).contains(&outside),
         "{outside} refinements"
     );
     for r in &out.results {
@@ -1015,17 +1025,28 @@ fn code_generation_is_batched_across_families() {
         &mut RecordStore::in_memory(),
     )
     .unwrap();
-    // The sparse decode is searched per selector, and the certified decode with and without
-    // pruning, each over one space: its candidates count once.
+    // The sparse decode is searched per selector over one space: its candidates count once.
+    // So is the certified decode with and without pruning; the full walk's space leaves out
+    // the seeded page-pruned walk's points (`_pw`), the family's space holds both.
+    let certified = entkv_autotune::tune::space::family_space(
+        KernelFamily::DecodeCertified,
+        &spec(),
+        &Default::default(),
+    )
+    .unwrap()
+    .valid
+    .len();
     let valid: usize = out
         .results
         .iter()
         .filter(|r| {
             r.bucket.context == 32 << 10
-                && !matches!(r.workload.selector, Some(Selector::Gaussian | Selector::Pruned))
+                && r.family != KernelFamily::DecodeCertified
+                && !matches!(r.workload.selector, Some(Selector::Gaussian))
         })
         .map(|r| r.space_valid)
-        .sum();
+        .sum::<usize>()
+        + certified;
     let mut calls = b.prefetches.iter();
     let mut first = 0;
     while first < valid {

@@ -230,25 +230,27 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
             SEED_RANK_SHORT as f32,
         ),
     );
+    // A head with too few samples gets no estimate (−∞ below), so it skips the rank's and
+    // Newton's sweeps (a block-uniform test): a short sequence, or after page pruning a pair
+    // that the selected walk takes, whose samples are all −∞ (`certified_seed_scores_pruned`).
+    let seeds = k.let_("seeds", valid.ge(SEED_MIN_SAMPLES as f32));
     let rank = k.let_("rank", top);
-    for _ in 1..SEED_RANK_LONG {
-        let step = sweep(
-            &mut k,
-            &[(Reduce::Sum, 0.0), (Reduce::Max, neg_inf)],
-            &|k, acc, z| {
+    k.if_(seeds, |k| {
+        for _ in 1..SEED_RANK_LONG {
+            let step = sweep(k, &[(Reduce::Sum, 0.0), (Reduce::Max, neg_inf)], &|k, acc, z| {
                 k.assign(acc[0], acc[0] + select(z.clone().ge(rank), 1.0f32, 0.0f32));
                 k.assign(acc[1], select(z.clone().lt(rank), acc[1].max(z), acc[1]));
-            },
-        );
-        k.assign(rank, select(step[0].lt(cap), step[1], rank));
-    }
+            });
+            k.assign(rank, select(step[0].lt(cap), step[1], rank));
+        }
+    });
     // t_w: Newton from the left on w·Σ [z − t]₊^β − 1 (convex, decreasing).
     let alpha = ds.alpha;
     let w = SEED_WEIGHT * SEED_STRIDE as f64;
     let lo = k.let_("lo", top - w.powf(1.0 - alpha.value()) as f32);
     let hi = k.let_("hi", top);
     let t = k.let_("t", lo);
-    let done = k.let_("done", top.eq_(f32c(neg_inf)));
+    let done = k.let_("done", top.eq_(f32c(neg_inf)).or(seeds.not()));
     let it = k.let_typed("it", Scalar::I32, 0);
     k.while_(done.not().and(it.lt(MAX_SOLVE_ITERS as i32)), |k| {
         let sums = sweep(k, &[(Reduce::Sum, 0.0), (Reduce::Sum, 0.0)], &|k, acc, z| {
@@ -265,8 +267,7 @@ pub fn estimate_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, Ker
     });
     let estimate = k.let_("estimate", rank.min(lo));
     // Finite, with enough samples (NaN fails both comparisons).
-    let ok = valid
-        .ge(SEED_MIN_SAMPLES as f32)
+    let ok = seeds
         .and(estimate.gt(f32c(-f32::MAX as f64)))
         .and(estimate.lt(f32c(f32::MAX as f64)));
     let estimate = k.let_("seed_value", select(ok, estimate, f32c(neg_inf)));
