@@ -1,4 +1,4 @@
-# One device call for either card: it carries .gpu/two.txz (folder main/: 43541a6's build since
+# One device call for either card: it carries .gpu/two.txz (folder main/: e4090bc's build since
 # 2026-12-07 02:33 UTC, 8ac9cfd's before; their default f16/bf16 PTX is 3feea43's byte for byte;
 # exp/: c28fd6d plus results/2026-12-06-probes/exp.diff, the select_topk barrier A/B), and each
 # call script picks its build with BUILD. H200: the docs run; any other card: the probes of

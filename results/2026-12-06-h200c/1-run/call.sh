@@ -1,8 +1,10 @@
-# Device call at 43541a6 since 2026-12-07 02:33 UTC (8ac9cfd and 3feea43 before; their default
-# PTX is the same: kernels as f7a63f8, seed samples in runs of four only from 2048 samples;
-# 82bac86: least-tail split ties to fewer, longer splits; 8ac9cfd's tuner checks candidates on
-# a poisoned workspace; 43541a6's tuner also times the seeded page-pruned walk, `_seed_pw`, in
-# the pruned rows, so the tune logs are its first GPU A/B against the unseeded tiles), on an
+# Device call at e4090bc since 2026-12-07 02:55 UTC (8ac9cfd and 3feea43 before). Their default
+# PTX is the same (kernels as f7a63f8, seed samples in runs of four only from 2048 samples)
+# except e4090bc's seed estimate kernel, which skips its sweeps for heads with too few samples.
+# Since: 82bac86, least-tail split ties to fewer, longer splits; 8ac9cfd, the tuner checks
+# candidates on a poisoned workspace; 43541a6, the tuner also times the seeded page-pruned walk
+# (`_seed_pw`) in the pruned rows, so the tune logs are its first GPU A/B against the unseeded
+# tiles. On an
 # H200: the benchmark run behind docs/benchmarks.md
 # (scripts/bench-gpu.sh: `paper` autotuned, paper, peaked, sweep, SDPA) and `gqa` and `wide`
 # autotuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU suite.

@@ -1,12 +1,12 @@
 # Device call, any GPU (the H200 takes results/2026-12-06-h200c's docs run instead): carries
-# .gpu/two.txz, folder main/ = 43541a6 (the seeded page-pruned walk, `_seed_pw`), exp/ =
+# .gpu/two.txz, folder main/ = e4090bc (the seeded page-pruned walk, `_seed_pw`), exp/ =
 # c28fd6d plus results/2026-12-06-probes/exp.diff (select_topk with 4 barriers a pass instead of
 # 6 behind ENTKV_EXP_SELECT). In order of value, since the session's device time may cut it short:
 # 1. Does `_seed_pw` pay? The certified family tuned alone on `wide` and `gqa` at 128k and 1M
 #    (--no-cache): the pruned rows time every seeded point's `_pw` twin beside the unseeded
 #    tiles, on iid and `peaked` steps, in one process (tune logs); then the tuned bundles'
 #    certified and certified-pruned steps (`entkv bench`, float64-checked on sampled heads).
-# 2. The GPU suite (--small-only) at 43541a6.
+# 2. The GPU suite (--small-only) at e4090bc.
 # 3. The select A/B of results/2026-12-06-probes/2-ab-128k (old new old new at `paper` 128k).
 PACK=.gpu/two.txz BUILD=main; source scripts/device-call.sh
 E=.gpu/s/entkv
