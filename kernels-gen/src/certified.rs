@@ -117,7 +117,7 @@ pub fn unrefined_entry(spec: &PagedSpec, tile: &DenseTile) -> String {
 /// the (sequence, KV head) pairs whose selection is short (`Walk::Selected`). Parameters:
 /// `q, k_pool, block_table, seq_lens, sel_pages, sel_count, meta_bounds, sketch,
 /// [alibi_slopes], cand_lb, cand_ub, cand_idx, cand_count, cand_bound, [head_bound],
-/// max_pages, chunks_per_split`.
+/// [repair, gate] (`DenseTile::pruned_walk`), max_pages, chunks_per_split`.
 pub fn selected_select_kernel(spec: &PagedSpec, tile: &DenseTile) -> Result<Kernel, KernelGenError> {
     score_pass(spec, tile, Walk::Selected, refines(spec))
 }
