@@ -139,6 +139,25 @@ fn every_row_of_a_tuned_bundle_verifies_in_the_interpreter() {
     assert!(tuned.iter().all(|c| c.tile == other_tile().tag() && !c.shared));
 }
 
+/// `spec`'s untuned bundle plus a tuned certified row of `tile` for `selector`'s walk over
+/// [1024, 2²⁰) tokens.
+fn with_tuned_certified_row(spec: &PagedSpec, tile: TileConfig, selector: Option<Selector>) -> Arc<Bundle> {
+    let f = KernelFamily::DecodeCertified;
+    let mut plan = SpecPlan::defaults(spec);
+    for fp in plan.families.iter_mut().filter(|fp| fp.family == f) {
+        fp.rows.push(RowPlan {
+            bucket: Bucket::Tokens {
+                lo: 1024,
+                hi: 1 << 20,
+            },
+            selector,
+            tile,
+            source: RowSource::Tuned { median_us: 10.0 },
+        });
+    }
+    Arc::new(build_bundle(&[plan], None, 0).unwrap())
+}
+
 /// A tuned seeded certified row (`entkv_abi::seed`) through the engine: the full walk takes it
 /// (the seed kernels, the gated repair launches) and is exact; the page-pruned walk, which a
 /// seeded tile cannot serve, takes the default row and is exact too. GQA 2 with a sequence long
@@ -155,19 +174,7 @@ fn a_seeded_certified_row_serves_the_full_walk_only() {
         seed: true,
         ..def
     });
-    let mut plan = SpecPlan::defaults(&spec);
-    for fp in plan.families.iter_mut().filter(|fp| fp.family == f) {
-        fp.rows.push(RowPlan {
-            bucket: Bucket::Tokens {
-                lo: 1024,
-                hi: 1 << 20,
-            },
-            selector: None,
-            tile: seeded,
-            source: RowSource::Tuned { median_us: 10.0 },
-        });
-    }
-    let bundle = Arc::new(build_bundle(&[plan], None, 0).unwrap());
+    let bundle = with_tuned_certified_row(&spec, seeded, None);
     assert_only_the_full_walk_seeds(&bundle, &spec, 2, vec![2500, 200]);
 }
 
@@ -188,19 +195,7 @@ fn a_seeded_pruned_walk_row_serves_the_page_pruned_walk() {
         pruned_walk: true,
         ..def
     });
-    let mut plan = SpecPlan::defaults(&spec);
-    for fp in plan.families.iter_mut().filter(|fp| fp.family == f) {
-        fp.rows.push(RowPlan {
-            bucket: Bucket::Tokens {
-                lo: 1024,
-                hi: 1 << 20,
-            },
-            selector: Some(Selector::Pruned),
-            tile: pw,
-            source: RowSource::Tuned { median_us: 10.0 },
-        });
-    }
-    let bundle = Arc::new(build_bundle(&[plan], None, 0).unwrap());
+    let bundle = with_tuned_certified_row(&spec, pw, Some(Selector::Pruned));
     let case = entkv_kernels::paged_data::PagedCase {
         spec,
         kv_heads: 2,

@@ -163,6 +163,22 @@ pub(crate) fn selected_walk_takes(kept: Expr, pages: Expr) -> Expr {
     (kept * den as i32).le(pages * num as i32)
 }
 
+/// [`selected_walk_takes`] for pair (`b`, `kvh`) of a sequence of `seq_len` tokens, from the
+/// count its pruning wrote to `sel_count`: the test that splits the pairs between the two
+/// walks' passes, and that the seeded page-pruned walk's sample pass skips by.
+pub(crate) fn pair_takes_selected_walk(
+    sel_count: Buf,
+    b: Var,
+    kv_heads: Var,
+    kvh: Var,
+    seq_len: Var,
+    page_size: u32,
+) -> Expr {
+    let kept = sel_count.at(b.i64() * kv_heads.i64() + kvh.i64());
+    let pages = (seq_len + (page_size as i64 - 1)) / page_size as i64;
+    selected_walk_takes(kept, pages.i32())
+}
+
 /// Whether the score pass rescores from K the tokens whose sketch bound clears the running
 /// bound (`RescoreQueue`): with 4-bit sketches. Their bounds are ~17× wider than 8-bit
 /// ones, so ~1% of the tokens clear the bound, and kept as bounds they made the stream and the
@@ -249,9 +265,7 @@ fn score_pass(
     };
     let src = TokenSource::new(&mut k, layout, ds.head_dim, b, kvh, kv_heads, None, Some(pages));
     let walk_gate = sel_count.map(|count| {
-        let kept = count.at(b.i64() * kv_heads.i64() + kvh.i64());
-        let pages = (src.seq_len + (p as i64 - 1)) / p as i64;
-        let takes = selected_walk_takes(kept, pages.i32());
+        let takes = pair_takes_selected_walk(count, b, kv_heads, kvh, src.seq_len, p);
         k.let_("walks_row", if selected { takes } else { takes.not() })
     });
     let repair_gate = repair_gate.map(|g| g.runs(&mut k, b, kv_heads, kvh));

@@ -49,8 +49,8 @@ impl RepairGate {
 /// seq_lens, [sel_count] (`pruned`), [alibi_slopes], seed_z, samples, max_pages`.
 ///
 /// `pruned`: `certified_seed_scores_pruned` (`entkv_abi::seed::seed_pruned_scores_entry`), run
-/// after page pruning. A pair the selected walk takes (`crate::certified::selected_walk_takes`
-/// of its `sel_count`) reads no K and writes −∞ samples, so its estimate is −∞: that walk runs
+/// after page pruning. A pair the selected walk takes
+/// (`crate::certified::pair_takes_selected_walk`) reads no K and writes −∞ samples, so its estimate is −∞: that walk runs
 /// unseeded, as its few kept pages would cost more in samples (1/64 of the whole sequence's
 /// rows) than a seed could save.
 pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile, pruned: bool) -> Result<Kernel, KernelGenError> {
@@ -123,10 +123,15 @@ pub fn scores_kernel(spec: &PagedSpec, tile: &DenseTile, pruned: bool) -> Result
     let in_seq = t.lt(src.seq_len);
     let valid = match sel_count {
         Some(count) => {
-            let kept = count.at(b.i64() * kv_heads.i64() + kvh.i64());
-            let pages = (src.seq_len + (spec.page_size as i64 - 1)) / spec.page_size as i64;
-            let full_walk = crate::certified::selected_walk_takes(kept, pages.i32()).not();
-            k.let_("valid", in_row.and(in_seq).and(full_walk))
+            let selected = crate::certified::pair_takes_selected_walk(
+                count,
+                b,
+                kv_heads,
+                kvh,
+                src.seq_len,
+                spec.page_size,
+            );
+            k.let_("valid", in_row.and(in_seq).and(selected.not()))
         }
         None => k.let_("valid", in_row.and(in_seq)),
     };

@@ -234,10 +234,7 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                 let pruned_walk: Vec<DenseTile> = seeded
                     .iter()
                     .chain(tc.iter().filter(|t| t.seed))
-                    .map(|t| DenseTile {
-                        pruned_walk: true,
-                        ..*t
-                    })
+                    .map(|t| walk_twin(*t, Some(Selector::Pruned)))
                     .collect();
                 v.extend(small);
                 v.extend(flipped);
@@ -452,11 +449,16 @@ pub fn refinements(
 /// its `_pw` twin ([`DenseTile::pruned_walk`]), every other walk without `_pw`.
 fn for_walk(t: TileConfig, selector: Option<Selector>) -> TileConfig {
     match t {
-        TileConfig::Dense(d) => TileConfig::Dense(DenseTile {
-            pruned_walk: d.seed && selector == Some(Selector::Pruned),
-            ..d
-        }),
+        TileConfig::Dense(d) => TileConfig::Dense(walk_twin(d, selector)),
         t => t,
+    }
+}
+
+/// [`for_walk`] of a dense tile.
+fn walk_twin(t: DenseTile, selector: Option<Selector>) -> DenseTile {
+    DenseTile {
+        pruned_walk: t.seed && selector == Some(Selector::Pruned),
+        ..t
     }
 }
 
