@@ -6,8 +6,9 @@
 Reads the tuner's JSON lines on stdin and prints, per (context, selector), every timed tile that
 has a twin differing only by FLAG (a `_name` component of the tag, wherever it sits: `_h_tc_seed`
 pairs with `_h_seed`), the median µs of each and their ratio, then the best tile with and without
-the flag. Only `ok` evaluations of FAMILY count; the fastest of a tile's evaluations is taken when
-it was timed more than once (the refinement re-times).
+the flag. Only `ok` evaluations of FAMILY measured by the run itself count (not records it
+reused from the device cache, `from_cache`: another process timed those); the fastest of a
+tile's evaluations is taken when it was timed more than once (the refinement re-times).
 """
 import json
 import sys
@@ -22,6 +23,8 @@ def main():
     for line in sys.stdin:
         r = json.loads(line)
         if r.get("status") != "ok" or r.get("family") != family or r.get("median_us") is None:
+            continue
+        if r.get("from_cache"):
             continue
         w = r["workload"]
         key = (w["context"], w.get("selector") or "")

@@ -21,7 +21,10 @@ pub use dense::*;
 pub use family::{KernelFamily, Selector, TileConfig};
 pub use geometry::{ceil_div, LaunchGeometry};
 pub use meta::*;
-pub use paged::{check_batch, BatchError, PagedShape, PagedSpec, DEFAULT_SKETCH_BITS, SUPPORTED_SKETCH_BITS};
+pub use paged::{
+    check_batch, check_selection_row, BatchError, MalformedSelection, PagedShape, PagedSpec,
+    DEFAULT_SKETCH_BITS, MAX_SEQUENCE_TOKENS, SUPPORTED_SKETCH_BITS,
+};
 pub use pipeline::{ArgRef, BufferSpec, CallPlan, DecodeKind, PipelinePlan};
 pub use signature::{ArgKind, ArgSpec, Elem};
 pub use spec::{

@@ -72,6 +72,11 @@ pub const SUPPORTED_SKETCH_BITS: [u32; 2] = [4, 8];
 /// and measured 1.24 against 2.49 ms a step at `paper` 1M (results/2026-12-01-warp-stream).
 pub const DEFAULT_SKETCH_BITS: u32 = 4;
 
+/// Most tokens one sequence may hold. The kernels index a sequence's tokens in i32 and let a
+/// split's last chunk run up to a chunk past its end (masked), so a cap well below 2^31 keeps
+/// every such index in range; 2^30 is a thousand times the longest context benchmarked.
+pub const MAX_SEQUENCE_TOKENS: u64 = 1 << 30;
+
 /// A decode specialization over the paged cache.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PagedSpec {
@@ -229,6 +234,33 @@ pub enum BatchError {
     },
 }
 
+/// A selection row (`sel_pages[b][h][..sel_count]`) that breaks the format of the module docs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("selection {shown} is not strictly ascending inside 0..{seq_pages} with the last page last")]
+pub struct MalformedSelection {
+    /// The row, its first pages and its last one when long.
+    pub shown: String,
+    /// Pages of the sequence.
+    pub seq_pages: usize,
+}
+
+/// Check one selection row of a sequence of `seq_pages` pages: logical ids strictly ascending
+/// from ≥ 0, the last page last (so non-empty, and every id inside the sequence).
+pub fn check_selection_row(row: &[i64], seq_pages: usize) -> Result<(), MalformedSelection> {
+    let well_formed = row.first().is_some_and(|&j| j >= 0)
+        && row.windows(2).all(|w| w[0] < w[1])
+        && row.last() == Some(&(seq_pages as i64 - 1));
+    if well_formed {
+        return Ok(());
+    }
+    let shown = if row.len() <= 9 {
+        format!("{row:?}")
+    } else {
+        format!("{:?} … {} ({} pages)", &row[..8], row[row.len() - 1], row.len())
+    };
+    Err(MalformedSelection { shown, seq_pages })
+}
+
 /// Host-side validation of a batch before any launch: every sequence fits its block-table row
 /// and every referenced page exists. Returns the longest sequence.
 pub fn check_batch(
@@ -288,6 +320,29 @@ mod tests {
 
     fn spec() -> PagedSpec {
         PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap()
+    }
+
+    #[test]
+    fn selection_rows_must_ascend_to_the_last_page() {
+        for ok in [&[4][..], &[0, 4], &[0, 1, 2, 3, 4], &[2, 3, 4]] {
+            assert_eq!(check_selection_row(ok, 5), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            &[][..],    // empty: the last page is always selected
+            &[3],       // the last page missing
+            &[0, 5],    // past the sequence
+            &[-1, 4],   // negative
+            &[2, 1, 4], // descending
+            &[1, 1, 4], // repeated
+            &[0, 4, 4], // the last page twice
+            &[4, 0],    // the last page not last
+        ] {
+            let e = check_selection_row(bad, 5).unwrap_err();
+            assert!(e.to_string().contains("0..5"), "{e}");
+        }
+        let long: Vec<i64> = (0..20).rev().collect();
+        let e = check_selection_row(&long, 20).unwrap_err();
+        assert!(e.shown.contains("(20 pages)"), "{e}");
     }
 
     #[test]

@@ -511,16 +511,11 @@ pub fn per_head_selection(
     Ok(per)
 }
 
-/// One selection row in the format of `entkv_abi::paged`: logical pages strictly ascending
-/// inside a sequence of `seq_pages` pages, its last page last.
+/// One selection row read back from the GPU (i32 ids), checked by
+/// `entkv_abi::check_selection_row`.
 pub fn check_selection_row(row: &[i32], seq_pages: usize) -> Result<()> {
-    anyhow::ensure!(
-        row.windows(2).all(|w| w[0] < w[1])
-            && row.first().is_some_and(|&j| j >= 0)
-            && row.last() == Some(&(seq_pages as i32 - 1)),
-        "{row:?} is not ascending inside 0..{seq_pages} with the last page last"
-    );
-    Ok(())
+    let ids: Vec<i64> = row.iter().map(|&j| j as i64).collect();
+    Ok(entkv_abi::check_selection_row(&ids, seq_pages)?)
 }
 
 /// The 32-bit words of workspace slot `name` (`None` when the layout has no such slot), read

@@ -599,6 +599,21 @@ fn the_cache_makes_a_second_run_free_and_misses_on_another_driver() {
     assert_eq!(second.stats.cached, first.stats.measured);
     assert_eq!(second.stats.measured, 0);
     assert_eq!(chosen(&second), chosen(&first));
+    // The second run's log lists what it reused, once each and marked as the cache's.
+    assert_eq!(
+        unique_keys(&dir.join("b.jsonl")),
+        unique_keys(&dir.join("a.jsonl"))
+    );
+    let reused = read_jsonl(&dir.join("b.jsonl")).unwrap().records;
+    assert!(
+        reused.iter().all(|r| r.from_cache),
+        "a record not marked as the cache's"
+    );
+    assert!(read_jsonl(&dir.join("a.jsonl"))
+        .unwrap()
+        .records
+        .iter()
+        .all(|r| !r.from_cache));
 
     let mut b3 = Fake::new(spread);
     b3.device = device("575.9");

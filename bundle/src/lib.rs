@@ -463,13 +463,14 @@ impl Bundle {
 
     /// Write the directory form: create `dir` (and parents), write every artifact, then
     /// `manifest.json` (last, through a temporary file and a rename, so a half-written
-    /// directory is never a bundle).
+    /// directory is never a bundle). Every file is on disk before the manifest names it, and
+    /// the rename is on disk when this returns.
     pub fn write_dir(&self, dir: &Path) -> Result<(), BundleError> {
         let io = |path: PathBuf| move |source| BundleError::Io { path, source };
         std::fs::create_dir_all(dir).map_err(io(dir.to_path_buf()))?;
         for (file, ptx) in &self.ptx {
             let p = dir.join(file);
-            std::fs::write(&p, ptx).map_err(io(p.clone()))?;
+            write_synced(&p, ptx.as_bytes())?;
         }
         write_atomic(&dir.join(MANIFEST_FILE), &self.manifest_file_bytes())
     }
@@ -520,6 +521,20 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Write `bytes` to `path` and flush them to disk before returning.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
+    use std::io::Write;
+    let io = |source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)
+}
+
+/// Replace `path` with `bytes` all at once: a synced temporary file renamed over it, then the
+/// directory synced, so a crash leaves the old file or the new one, never a torn or empty one.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
     let name = path
         .file_name()
@@ -529,17 +544,39 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
         })?
         .to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|source| BundleError::Io {
-        path: tmp.clone(),
-        source,
-    })?;
+    if let Err(e) = write_synced(&tmp, bytes) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, path).map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
         BundleError::Io {
             path: path.to_path_buf(),
             source,
         }
-    })
+    })?;
+    sync_parent_dir(path)
+}
+
+/// Flush the directory entry of `path` (the rename) to disk. Unix only: elsewhere a directory
+/// cannot be opened for syncing, and the rename's durability is the filesystem's.
+fn sync_parent_dir(path: &Path) -> Result<(), BundleError> {
+    #[cfg(unix)]
+    {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| BundleError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Whether `file` is a valid artifact name: `[A-Za-z0-9_.-]+` ending in `.ptx`, not starting

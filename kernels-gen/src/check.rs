@@ -32,6 +32,22 @@ pub fn nan_as_inf(e: f64) -> f64 {
     }
 }
 
+/// An interpreter buffer's page ids as integers: a value that is no integer (NaN, a poison, a
+/// fraction) becomes −1, which no selection row check (`entkv_abi::check_selection_row`)
+/// accepts.
+pub fn page_ids(values: &[f64]) -> Vec<i64> {
+    values
+        .iter()
+        .map(|&v| {
+            if v.fract() == 0.0 && v.abs() < 2f64.powi(53) {
+                v as i64
+            } else {
+                -1
+            }
+        })
+        .collect()
+}
+
 /// `err / tol` for a verdict (above 1 fails) that NaN cannot pass: a NaN error, or an infinite
 /// error against an infinite tolerance (one taken from an infinite output), is +∞; an exact
 /// result passes at any tolerance.
@@ -367,5 +383,14 @@ pub mod interp {
                 finish: finish_stats,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn page_ids_turn_non_integers_into_an_invalid_id() {
+        let got = super::page_ids(&[0.0, 3.0, 2.5, f64::NAN, f64::INFINITY, -2.0, 1e300]);
+        assert_eq!(got, [0, 3, -1, -1, -1, -2, -1]);
     }
 }

@@ -1205,18 +1205,14 @@ impl KernelCheck for GaussianCheck {
                 t.fail(format!("(b {b}, kvh {kvh}): sel_count {cnt} for {pages} pages"));
                 continue;
             }
-            let got: Vec<i32> = sel_pages[bk * mp..][..cnt as usize]
-                .iter()
-                .map(|&v| v as i32)
-                .collect();
+            let got = crate::check::page_ids(&sel_pages[bk * mp..][..cnt as usize]);
             selected += got.len();
             total += pages;
-            if got.last() != Some(&(pages as i32 - 1)) || got.windows(2).any(|w| w[0] >= w[1]) {
-                t.fail(format!(
-                    "(b {b}, kvh {kvh}): not ascending with the last page last: {got:?}"
-                ));
+            if let Err(e) = entkv_abi::check_selection_row(&got, pages) {
+                t.fail(format!("(b {b}, kvh {kvh}): {e}"));
                 continue;
             }
+            let got: Vec<i32> = got.iter().map(|&j| j as i32).collect();
             let hs: Vec<usize> = (0..group).map(|g| b * hkv * group + kvh * group + g).collect();
             let mask = |list: &[i32]| {
                 let mut m = vec![false; pages];

@@ -93,20 +93,12 @@ pub fn check_pruned_row(
             keeps: verdicts.iter().map(|v| *v != Some(false)).collect(),
         });
     }
-    let list = &list[..n];
-    if list.last() != Some(&((pages - 1) as f64)) || list.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(format!(
-            "selection of {n} pages ({:?}, …, {:?}) is not ascending to the last page",
-            &list[..n.min(8)],
-            list.last()
-        ));
-    }
+    let list = crate::check::page_ids(&list[..n]);
+    entkv_abi::check_selection_row(&list, pages).map_err(|e| e.to_string())?;
+    // Ascending to the last page: every earlier entry is a full page.
     let mut keeps = vec![false; pages - 1];
-    for &v in &list[..n - 1] {
-        match keeps.get_mut(v as usize).filter(|_| v >= 0.0 && v.fract() == 0.0) {
-            Some(k) => *k = true,
-            None => return Err(format!("selected page {v} is no full page")),
-        }
+    for &j in &list[..n - 1] {
+        keeps[j as usize] = true;
     }
     for (j, (verdict, &listed)) in verdicts.iter().zip(&keeps).enumerate() {
         if verdict.is_some_and(|keep| keep != listed) {

@@ -14,7 +14,7 @@ use super::{DeviceKey, EvalError, Prepared, Workload};
 use anyhow::{Context, Result};
 use entkv_abi::{KernelFamily, TileConfig};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -129,6 +129,10 @@ pub struct Record {
     /// When the measurement ended: seconds since the epoch and RFC 3339 UTC.
     pub unix_s: u64,
     pub utc: String,
+    /// In a run's log: measured by an earlier run and served from the device cache, listed so
+    /// that the log holds every record the run's choices rest on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_cache: bool,
 }
 
 impl Record {
@@ -151,6 +155,7 @@ impl Record {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             utc: crate::record::utc_now(),
+            from_cache: false,
         }
     }
 
@@ -379,6 +384,8 @@ pub struct RecordStore {
     log: Option<Appender>,
     cache: Option<Appender>,
     known: HashMap<RecordKey, (Record, Origin)>,
+    /// Cached records already copied into this run's log.
+    logged_from_cache: HashSet<RecordKey>,
     /// Files read at open time, and what was found in them.
     pub opened: Vec<String>,
     /// Lines that could not be read.
@@ -431,6 +438,7 @@ impl RecordStore {
             log: None,
             cache: None,
             known: HashMap::new(),
+            logged_from_cache: HashSet::new(),
             opened: Vec::new(),
             warnings: Vec::new(),
         }
@@ -445,6 +453,26 @@ impl RecordStore {
     /// The latest record with this key, and where it came from.
     pub fn lookup(&self, key: &RecordKey) -> Option<(&Record, Origin)> {
         self.known.get(key).map(|(r, o)| (r, *o))
+    }
+
+    /// Copy a record this run reuses from the device cache into the run's log (once, marked
+    /// `from_cache`), so the log alone shows what every choice of the run rests on. Records of
+    /// the log itself (`--resume`) and of this run are there already.
+    pub fn log_reused(&mut self, key: &RecordKey) -> Result<()> {
+        let Some(log) = &mut self.log else {
+            return Ok(());
+        };
+        match self.known.get(key) {
+            Some((r, Origin::Cache)) if !self.logged_from_cache.contains(key) => {
+                log.append(&[Record {
+                    from_cache: true,
+                    ..r.clone()
+                }])?;
+                self.logged_from_cache.insert(key.clone());
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Append `records` (one measurement: a candidate, or a group timed together) to the log

@@ -456,16 +456,22 @@ impl Searcher<'_> {
         }
     }
 
-    /// A known record for `key`, counted by where it came from.
-    fn reuse(&mut self, key: &RecordKey) -> Option<Record> {
-        let (r, origin) = self.store.lookup(key)?;
+    /// A known record for `key`, counted by where it came from (one from the device cache is
+    /// copied into the run's log).
+    fn reuse(&mut self, key: &RecordKey) -> Result<Option<Record>> {
+        let Some((r, origin)) = self.store.lookup(key) else {
+            return Ok(None);
+        };
         let r = r.clone();
         match origin {
-            Origin::Cache => self.stats.cached += 1,
+            Origin::Cache => {
+                self.stats.cached += 1;
+                self.store.log_reused(key)?;
+            }
             Origin::Log => self.stats.resumed += 1,
             Origin::Measured => {}
         }
-        Some(r)
+        Ok(Some(r))
     }
 
     fn save(&mut self, records: &[Record]) -> Result<()> {
@@ -737,7 +743,7 @@ impl Searcher<'_> {
         for (i, tile) in tiles.iter().enumerate() {
             let is_default = first_is_default && i == 0;
             let key = self.key(family, tile, w, Stage::Eval, reps);
-            let (rec, reused) = match self.reuse(&key) {
+            let (rec, reused) = match self.reuse(&key)? {
                 Some(r) => (r, true),
                 None if self.out_of_time() => {
                     self.bar.inc((tiles.len() - i) as u64);
@@ -796,7 +802,7 @@ impl Searcher<'_> {
         for (tile, why) in &space.invalid {
             counts.add(Status::Invalid);
             let key = self.key(space.family, tile, w, Stage::Eval, reps);
-            if self.reuse(&key).is_none() {
+            if self.reuse(&key)?.is_none() {
                 let mut r = Record::new(key, *tile, Status::Invalid);
                 r.detail = Some(why.clone());
                 fresh.push(r);
@@ -889,7 +895,7 @@ impl Searcher<'_> {
             .collect();
         if known.iter().all(Option::is_some) {
             for k in &keys {
-                self.reuse(k);
+                self.reuse(k)?;
             }
             return Ok(Some(
                 tiles.iter().copied().zip(known.into_iter().flatten()).collect(),

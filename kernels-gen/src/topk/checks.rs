@@ -334,10 +334,7 @@ fn verify_selection(
             } else {
                 Vec::new()
             };
-            let well_formed = ok_count
-                && got.last() == Some(&(n as i64))
-                && got.windows(2).all(|w| w[0] < w[1])
-                && got.iter().all(|&j| j >= 0);
+            let well_formed = ok_count && entkv_abi::check_selection_row(&got, n + 1).is_ok();
             if !well_formed {
                 malformed += 1;
                 selections.push(Vec::new());

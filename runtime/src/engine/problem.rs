@@ -176,6 +176,16 @@ impl Problem {
                 self.num_pages, self.max_pages
             )));
         }
+        let longest = self.max_pages as u64 * self.page_size as u64;
+        if longest > entkv_abi::MAX_SEQUENCE_TOKENS {
+            return Err(EngineError::Capacity(format!(
+                "max_pages {} × page_size {} = {longest} tokens a sequence, more than the {} \
+                 the kernels' i32 token indices allow",
+                self.max_pages,
+                self.page_size,
+                entkv_abi::MAX_SEQUENCE_TOKENS
+            )));
+        }
         let mut decode = DecodeSpec::new(
             self.alpha,
             self.head_dim,

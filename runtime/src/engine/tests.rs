@@ -114,6 +114,11 @@ fn problem_checks_name_the_problem() {
             num_pages: u32::MAX,
             ..base
         },
+        // One page more than 2^30 tokens a sequence (16-token pages).
+        Problem {
+            max_pages: (1 << 26) + 1,
+            ..base
+        },
         // 65535 sequences of 65535 KV heads: more query heads than i32 indices.
         Problem {
             max_batch: 65_535,
