@@ -57,10 +57,10 @@ impl PaperLayout {
     /// The pool's shape for `batch` sequences of `n` tokens, or why it cannot be built (host
     /// only: commands check their lengths with it before opening the GPU).
     pub fn shape(spec: &PagedSpec, batch: u32, kv_heads: u32, n: u64) -> Result<PagedShape> {
-        i32::try_from(n)
-            .ok()
-            .filter(|&l| l >= 1)
-            .with_context(|| format!("n = {n} must be in 1..=2³¹−1"))?;
+        anyhow::ensure!(
+            (1..=entkv_abi::MAX_SEQUENCE_TOKENS).contains(&n),
+            "n = {n} must be in 1..=2³⁰ (a sequence's most tokens, MAX_SEQUENCE_TOKENS)"
+        );
         let pages_per_seq = n.div_ceil(spec.page_size as u64) as u32;
         Ok(PagedShape {
             batch,

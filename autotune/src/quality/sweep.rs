@@ -742,11 +742,11 @@ mod tests {
         size(8, 24, 1 << 12).unwrap();
         assert!(size(1, 1, 3_000_000_000)
             .unwrap_err()
-            .contains("must be in 1..=2³¹−1"));
+            .contains("must be in 1..=2³⁰"));
         assert!(size(70_000, 1, 16).unwrap_err().contains("must be ≤ 65535"));
         if available_memory_bytes().is_some() {
-            // Inside every engine limit (one sequence of 2³¹ − 1 tokens), past any host's memory.
-            assert!(size(1, 65_535, i32::MAX as u32)
+            // Inside every engine limit (one sequence of 2³⁰ tokens), past any host's memory.
+            assert!(size(1, 65_535, 1 << 30)
                 .unwrap_err()
                 .contains("GiB of host memory"));
         }

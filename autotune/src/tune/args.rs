@@ -136,8 +136,10 @@ pub fn parse_tokens(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a context length (e.g. 32768, 32k, 1M)"))?;
     match n.checked_mul(mult) {
-        Some(v) if (1..=i32::MAX as u64).contains(&v) => Ok(v),
-        _ => Err(format!("context length `{s}` must be in 1..=2^31−1 tokens")),
+        Some(v) if (1..=entkv_abi::MAX_SEQUENCE_TOKENS).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "context length `{s}` must be in 1..=2^30 tokens (a sequence's most, MAX_SEQUENCE_TOKENS)"
+        )),
     }
 }
 
@@ -475,8 +477,8 @@ mod tests {
                 "not a context length",
             ),
             (
-                &["--alpha", "1.5", "--head-dim", "32", "--contexts", "4096M"][..],
-                "2^31",
+                &["--alpha", "1.5", "--head-dim", "32", "--contexts", "1025M"][..],
+                "2^30",
             ),
             (
                 &["--alpha", "1.5", "--head-dim", "32", "--data", "uniform"][..],
