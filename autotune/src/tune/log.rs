@@ -455,24 +455,25 @@ impl RecordStore {
         self.known.get(key).map(|(r, o)| (r, *o))
     }
 
-    /// Copy a record this run reuses from the device cache into the run's log (once, marked
-    /// `from_cache`), so the log alone shows what every choice of the run rests on. Records of
-    /// the log itself (`--resume`) and of this run are there already.
-    pub fn log_reused(&mut self, key: &RecordKey) -> Result<()> {
-        let Some(log) = &mut self.log else {
-            return Ok(());
+    /// The latest record with this key, and where it came from, for the run to use: one from
+    /// the device cache is also copied into the run's log (once, marked `from_cache`), so the
+    /// log alone shows what every choice of the run rests on. Records of the log itself
+    /// (`--resume`) and of this run are there already.
+    pub fn reuse(&mut self, key: &RecordKey) -> Result<Option<(Record, Origin)>> {
+        let Some((r, origin)) = self.known.get(key) else {
+            return Ok(None);
         };
-        match self.known.get(key) {
-            Some((r, Origin::Cache)) if !self.logged_from_cache.contains(key) => {
+        let (r, origin) = (r.clone(), *origin);
+        if origin == Origin::Cache && !self.logged_from_cache.contains(key) {
+            if let Some(log) = &mut self.log {
                 log.append(&[Record {
                     from_cache: true,
                     ..r.clone()
                 }])?;
-                self.logged_from_cache.insert(key.clone());
-                Ok(())
             }
-            _ => Ok(()),
+            self.logged_from_cache.insert(key.clone());
         }
+        Ok(Some((r, origin)))
     }
 
     /// Append `records` (one measurement: a candidate, or a group timed together) to the log

@@ -459,15 +459,11 @@ impl Searcher<'_> {
     /// A known record for `key`, counted by where it came from (one from the device cache is
     /// copied into the run's log).
     fn reuse(&mut self, key: &RecordKey) -> Result<Option<Record>> {
-        let Some((r, origin)) = self.store.lookup(key) else {
+        let Some((r, origin)) = self.store.reuse(key)? else {
             return Ok(None);
         };
-        let r = r.clone();
         match origin {
-            Origin::Cache => {
-                self.stats.cached += 1;
-                self.store.log_reused(key)?;
-            }
+            Origin::Cache => self.stats.cached += 1,
             Origin::Log => self.stats.resumed += 1,
             Origin::Measured => {}
         }
