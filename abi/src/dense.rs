@@ -392,9 +392,8 @@ impl DenseTile {
         // (results/2026-12-01-exact-finish/4-head-bound-ab). Elsewhere the tuner decides.
         // Seeding them (`seed`) pays more on `wide` at every length the tuner timed (the tile
         // above: 32k 261 → 239 µs, 128k 705 → 490, 1M 2452 → 1806; results/2026-12-05-long-select/
-        // 3-checks-bench, tune logs), so the full walk's default there is seeded; the
-        // page-pruned walk, which a seeded tile cannot serve, keeps it unseeded
-        // ([`DenseTile::default_certified_pruned`]). `gqa` gains from 32k up but loses at 8k (72 →
+        // 3-checks-bench, tune logs), so the full walk's default there is seeded, and so is
+        // the page-pruned walk's ([`DenseTile::default_certified_pruned`]). `gqa` gains from 32k up but loses at 8k (72 →
         // 98 µs) and `paper` at 1M: the tuner decides there.
         let tile = DenseTile {
             share_bound: wide_grid,
@@ -432,15 +431,19 @@ impl DenseTile {
         tile
     }
 
-    /// The page-pruned certified walk's default: [`DenseTile::default_certified`] unseeded (the
-    /// seeded page-pruned walk, [`DenseTile::pruned_walk`], is a tuner point until a GPU run
-    /// times it), at one token a lane where it rescores on the tensor cores (`wide`: two tokens
-    /// a lane spill the selected walk's pass there, 480 B, local ptxas 13).
+    /// The page-pruned certified walk's default: [`DenseTile::default_certified`], at one token
+    /// a lane where it rescores on the tensor cores (`wide`: two tokens a lane spill the
+    /// selected walk's pass there, 480 B, local ptxas 13). Where that default is seeded
+    /// (`wide`) the pruned walk is seeded too ([`DenseTile::pruned_walk`], `_seed_pw`): on iid
+    /// keys pruning keeps every page, so the pruned step is the full walk, and the seeded one
+    /// took 609 → 400 µs at 128k and 2387 → 1577 µs at 1M against this tile unseeded (an H100,
+    /// twice in one session alike; results/2026-12-07-pw/1-probe, tune logs). Elsewhere the
+    /// full default is unseeded, and so is this one (`gqa` gains there too, 0.80× at 128k and
+    /// 0.91× at 1M, but its full default stays unseeded for 8k: the tuner decides).
     pub fn default_certified_pruned(paged: &PagedSpec) -> DenseTile {
         let full = DenseTile::default_certified(paged);
         DenseTile {
-            seed: false,
-            pruned_walk: false,
+            pruned_walk: full.seed,
             tokens_per_group: if full.mma { 1 } else { full.tokens_per_group },
             ..full
         }

@@ -98,7 +98,8 @@ impl KernelFamily {
 
     /// The untuned tile of this family's walk fed by `selector`: [`KernelFamily::default_tile`],
     /// except that the page-pruned certified walk takes [`DenseTile::default_certified_pruned`]
-    /// (the same tile unseeded, so the two differ only where the full walk's default is seeded).
+    /// (seeded with the pruned walk's passes, `_seed_pw`, where the full walk's default is seeded,
+    /// and the same tile otherwise).
     pub fn default_tile_for(self, spec: &PagedSpec, selector: Option<Selector>) -> TileConfig {
         match (self, selector) {
             (KernelFamily::DecodeCertified, Some(Selector::Pruned)) => {
@@ -432,8 +433,7 @@ mod tests {
 
     /// Every family has one default row for all its walks, except the certified decode where
     /// its full walk's default is seeded (`wide`: d·G = 512, 4-bit sketches): there the
-    /// page-pruned walk gets a row of its own, the same tile unseeded. Each row's tile serves
-    /// its walk.
+    /// page-pruned walk gets a row of its own (`_seed_pw`). Each row's tile serves its walk.
     #[test]
     fn default_rows_per_walk() {
         let wide = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();

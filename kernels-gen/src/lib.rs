@@ -93,8 +93,8 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         }
     }
     out.push(score);
-    // The full walk's default, and the page-pruned walk's where that one is seeded (the same
-    // tile unseeded: `KernelFamily::default_rows`).
+    // The full walk's default, and the page-pruned walk's where that one is seeded (`_seed_pw`:
+    // `KernelFamily::default_rows`).
     let (mut select, mut decode) = (Vec::new(), Vec::new());
     let full = DenseTile::default_certified(spec);
     let pruned = DenseTile::default_certified_pruned(spec);
