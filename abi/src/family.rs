@@ -466,12 +466,14 @@ mod tests {
         ) else {
             unreachable!()
         };
-        assert!(full.seed && full.share_bound && !pruned.seed && pruned.share_bound);
+        // Both seeded; the pruned walk's with that walk's passes (`_seed_pw`).
+        assert!(full.seed && !full.pruned_walk && pruned.seed && pruned.pruned_walk);
+        assert!(!full.serves_pruned_walk() && pruned.serves_pruned_walk());
         // On the tensor cores at two tokens a lane the full walk; one the pruned walk.
         assert!(full.mma && full.tokens_per_group == 2);
         assert_eq!(
             DenseTile {
-                seed: false,
+                pruned_walk: true,
                 tokens_per_group: 1,
                 ..full
             },
