@@ -175,7 +175,7 @@ fn a_seeded_certified_row_serves_the_full_walk_only() {
         ..def
     });
     let bundle = with_tuned_certified_row(&spec, seeded, None);
-    assert_only_the_full_walk_seeds(&bundle, &spec, 2, vec![2500, 200]);
+    assert_walks_seed(&bundle, &spec, 2, vec![2500, 200], false);
 }
 
 /// A tuned seeded row of the page-pruned walk (`_pw`, `DenseTile::pruned_walk`) through the
@@ -229,12 +229,14 @@ fn a_seeded_pruned_walk_row_serves_the_page_pruned_walk() {
 }
 
 /// Through the engine on iid keys (`kv_heads` pairs a sequence of `seq_lens`): the full
-/// certified walk runs a seeded tile and the page-pruned walk does not, both exact.
-fn assert_only_the_full_walk_seeds(
+/// certified walk runs a seeded tile, the page-pruned walk one seeded as `pruned_seeds` says,
+/// both exact.
+fn assert_walks_seed(
     bundle: &Arc<Bundle>,
     spec: &PagedSpec,
     kv_heads: u32,
     seq_lens: Vec<u32>,
+    pruned_seeds: bool,
 ) {
     let case = entkv_kernels::paged_data::PagedCase {
         spec: *spec,
@@ -246,7 +248,7 @@ fn assert_only_the_full_walk_seeds(
     };
     let x = case.inputs();
     let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
-    for (method, takes_seed) in [(Method::Certified, true), (Method::CertifiedPruned, false)] {
+    for (method, takes_seed) in [(Method::Certified, true), (Method::CertifiedPruned, pruned_seeds)] {
         let checked = check_engine(&case, &x, method, bundle, 8).unwrap();
         let chosen = checked
             .run
@@ -267,9 +269,9 @@ fn assert_only_the_full_walk_seeds(
 
 /// The untuned bundle of a spec whose certified default is seeded (`wide`: d 128, G 4, 4-bit
 /// sketches): two default rows for that family, the full walk takes the seeded one (the seed
-/// kernels, the gated repair) and the page-pruned walk its own, both exact in the engine; a
-/// view with the pruned row as the default drops the pruned walk's row (that tile serves
-/// every walk), one with the seeded row is the bundle.
+/// kernels, the gated repair) and the page-pruned walk its own, seeded too (`_seed_pw`, one
+/// token a lane), both exact in the engine; a view with the pruned row as the default drops
+/// the pruned walk's row (that tile serves every walk), one with the seeded row is the bundle.
 #[test]
 fn an_untuned_bundle_seeds_the_full_walk_where_that_is_the_default() {
     let spec = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();
@@ -279,14 +281,20 @@ fn an_untuned_bundle_seeds_the_full_walk_where_that_is_the_default() {
     assert_eq!(rows.len(), 2);
     let seeded = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.seed);
     assert!(seeded(&rows[0].tile) && rows[0].selector.is_none());
-    assert!(!seeded(&rows[1].tile) && rows[1].selector == Some(entkv_abi::Selector::Pruned));
+    let pruned_walk = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.pruned_walk);
+    assert!(!pruned_walk(&rows[0].tile));
+    assert!(
+        seeded(&rows[1].tile)
+            && pruned_walk(&rows[1].tile)
+            && rows[1].selector == Some(entkv_abi::Selector::Pruned)
+    );
     assert_eq!(&bundle_with_row_as_default(&bundle, rows[0]).unwrap(), &*bundle);
     let view = bundle_with_row_as_default(&bundle, rows[1]).unwrap();
     let viewed: Vec<_> = view.rows().iter().filter(|r| r.family == f).collect();
     assert_eq!(viewed.len(), 1);
     assert_eq!((viewed[0].tile, viewed[0].selector), (rows[1].tile, None));
 
-    assert_only_the_full_walk_seeds(&bundle, &spec, 1, vec![1100, 70]);
+    assert_walks_seed(&bundle, &spec, 1, vec![1100, 70], true);
 }
 
 #[test]
