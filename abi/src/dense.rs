@@ -393,8 +393,8 @@ impl DenseTile {
         // Seeding them (`seed`) pays more on `wide` at every length the tuner timed (the tile
         // above: 32k 261 → 239 µs, 128k 705 → 490, 1M 2452 → 1806; results/2026-12-05-long-select/
         // 3-checks-bench, tune logs), so the full walk's default there is seeded, and so is
-        // the page-pruned walk's ([`DenseTile::default_certified_pruned`]). `gqa` gains from 32k up but loses at 8k (72 →
-        // 98 µs) and `paper` at 1M: the tuner decides there.
+        // the page-pruned walk's ([`DenseTile::default_certified_pruned`]). `gqa` gains from
+        // 32k up but loses at 8k (72 → 98 µs) and `paper` at 1M: the tuner decides there.
         let tile = DenseTile {
             share_bound: wide_grid,
             seed: wide_grid,

@@ -109,8 +109,13 @@ fn certified_with_shared_head_bounds_assembles_without_spills() {
             // them: `wide`'s is seeded). Unseeded tiles serve the page-pruned walk too, so they
             // take its default's shape (`wide`: one token a lane, where two spill its pass), and
             // so does the seeded tile that serves that walk (`_pw`).
+            // The pruned default is `_seed_pw` where the full one is seeded: its shape unseeded.
             let def = DenseTile::default_certified(spec);
-            let pruned = DenseTile::default_certified_pruned(spec);
+            let pruned = DenseTile {
+                seed: false,
+                pruned_walk: false,
+                ..DenseTile::default_certified_pruned(spec)
+            };
             let tiles = [(false, false), (true, false), (true, true)].map(|(share_bound, seed)| DenseTile {
                 share_bound,
                 seed,
