@@ -112,6 +112,7 @@ SPLIT_TIE = "“Least-tail split plans: ties to the fewer, longer splits”"
 SPARSE_PLAN = "“The sparse walk's split plan: the default stays”"
 SPARSE_128K = "“The sparse walk at 128k: not where its reads land”"
 GQA_GAUSS = "“`gqa` Gaussian at 1M: the per-query-head moments”"
+WIDE_128K = "“`wide` at 128k under ncu: the certified pass's registers and rescored rows”"
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target”, “`wide` tiles: longer chunks, one Newton step” and %s" % KNOB,
     "topk": "[perf-notes.md](perf-notes.md), %s, %s, %s, %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB, MISSES_128K, SPARSE_PLAN, SPARSE_128K),
@@ -262,11 +263,18 @@ def rel(path, doc_dir):
     return os.path.relpath(file, doc_dir) + (f" ({member})" if member else "")
 
 
+# Sections about one workload's misses, added to the method's own.
+WORKLOAD_NOTES = {("wide", m): WIDE_128K for m in ("topk", "certified", "certified-pruned")}
+
+
 def where_time(stages, workload, m, n):
-    """Where a method's step time goes: its kernels' medians and the perf-notes section."""
+    """Where a method's step time goes: its kernels' medians and the perf-notes sections."""
     st = stage_times(stages, workload, m, n)
     kernels = ", ".join(f"{s} {fmt_ms(t)} ms" for s, t in st) if st else None
     note = PERF_NOTES.get(m)
+    extra = WORKLOAD_NOTES.get((workload, m))
+    if note and extra:
+        note = f"{note}; for `{workload}`, {extra}"
     return "; ".join(x for x in [kernels and f"kernels: {kernels}", note and f"see {note}"] if x)
 
 
