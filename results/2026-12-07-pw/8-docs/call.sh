@@ -3,11 +3,12 @@
 # `paper` autotuned, paper, peaked, sweep, SDPA; `gqa` and `wide` autotuned and benched beside
 # SDPA by scripts/bench-workloads.sh; then the GPU suite). Its tuner times the seeded
 # page-pruned walk (`_seed_pw`) in the pruned rows, and `wide`'s pruned default is `_seed_pw`.
-# On any other card: 7-ncu-wide/call.sh instead.
+# On any other card it ran 7-ncu-wide/call.sh instead (08:18 UTC); from 08:30 it records the card
+# and stops there.
 PACK=.gpu/pw.txz BUILD=new; source scripts/device-call.sh
 if ! grep -q H200 $W/nvidia-smi.txt; then
-  # Not an H200: timings would not match docs/benchmarks.md's card; profile `wide` instead.
-  exec bash results/2026-12-07-pw/7-ncu-wide/call.sh
+  # Not an H200: timings would not match docs/benchmarks.md's card, so record the card and stop.
+  echo "not an H200: $(cat $W/nvidia-smi.txt)"; exit 0
 fi
 cp -P .gpu/s/entkv .gpu/s/autotune .gpu/
 # Ordered so that a call cut short by the session's device time keeps the most: the `paper`
