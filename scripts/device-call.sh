@@ -4,6 +4,8 @@
 #   PACK=.gpu/x.txz; source scripts/device-call.sh
 #   ph NAME LIMIT_S CMD...     # runs CMD, stdout+stderr to $W/NAME.log, killed past LIMIT_S
 #   snap                       # packs $W into $OUT/r.tgz now (what a call cut short brings back)
+#   ph_build B NAME LIMIT_S CMD... # `ph` with ENTKV_COMMIT set to build folder B's commit, so
+#                              # that the records an A/B's builds write name their own commit
 #
 # It unpacks $PACK (an xz tar from scripts/pack-gpu.sh: `entkv`, `autotune` a link to it and a
 # `commit` file, or one folder a build, each with its `commit`) into .gpu/s, points the
@@ -41,4 +43,10 @@ ph() {
   local name=$1
   shift
   run_phase "$W" "$name.log" "$name" "$@"
+}
+ph_build() {
+  local build=$1
+  shift
+  [ -f ".gpu/s/$build/commit" ] || { echo "no build $build in $PACK" >&2; return 1; }
+  ENTKV_COMMIT=$(cat ".gpu/s/$build/commit") ph "$@"
 }
