@@ -442,13 +442,24 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 let r = self.call(f, &[mask.into(), v, a, clamp.into()])?;
                 self.store_var(*dst, r)
             }
-            Stmt::Mma { dst, a, b, c } => {
-                let bf16 = a[0].ty() == Scalar::BF16;
-                let f = self.intrinsic(compat::mma_intrinsic(bf16), &[])?;
+            Stmt::Mma { kind, dst, a, b, c } => {
                 let mut args = Vec::with_capacity(10);
-                for pair in a.chunks(2).chain(b.chunks(2)) {
-                    args.push(self.half_pair(&pair[0], &pair[1], compat::mma_words(bf16))?);
-                }
+                let f = match *kind {
+                    MmaKind::Float => {
+                        let bf16 = a[0].ty() == Scalar::BF16;
+                        for pair in a.chunks(2).chain(b.chunks(2)) {
+                            args.push(self.half_pair(&pair[0], &pair[1], compat::mma_words(bf16))?);
+                        }
+                        self.intrinsic(compat::mma_intrinsic(bf16), &[])?
+                    }
+                    MmaKind::Int8 { a_signed, b_signed } => {
+                        // The packed byte words go in as the i32 registers they are.
+                        for x in a.iter().chain(b) {
+                            args.push(self.expr(x)?);
+                        }
+                        self.intrinsic(&compat::imma_intrinsic(a_signed, b_signed), &[])?
+                    }
+                };
                 for x in c {
                     args.push(self.expr(x)?);
                 }
@@ -1069,7 +1080,7 @@ fn ssa_registers(k: &Kernel) -> Vec<bool> {
                     self.read(pred);
                     self.assign(*dst, here);
                 }
-                Stmt::Mma { dst, a, b, c } => {
+                Stmt::Mma { dst, a, b, c, .. } => {
                     for x in a.iter().chain(b).chain(c) {
                         self.read(x);
                     }

@@ -19,6 +19,7 @@
 //! | byte dot product `dp4a`      | inline PTX (LLVM 19 has no `llvm.nvvm.idp4a.*`)      | `llvm.nvvm.idp4a.{s,u}.{s,u}` (LLVM 20+) |
 //! | byte permute `prmt`          | `llvm.nvvm.prmt` (selector as an i32 operand)        | same so far |
 //! | tensor-core `mma` m16n8k16   | `llvm.nvvm.mma.m16n8k16.row.col.{f32.f32,bf16}`; f16 operands `<2 x half>`, bf16 `i32` | re-check |
+//! | integer `mma` m16n8k32       | `llvm.nvvm.mma.m16n8k32.row.col.{s8,u8}[.{s8,u8}]` (A's type, then B's when it differs); `i32` words | re-check |
 //! | async copy to shared         | inline PTX `cp.async.ca` (the intrinsics' patterns need one pointer width); `llvm.nvvm.cp.async.{commit,wait}.group` | re-check the intrinsics with short pointers |
 //! | optimisation pipeline        | [`lean_o3_pipeline`]: pass names and parameters of 19 | re-derive (see its doc) |
 //! | memdep scan limit            | `-memdep-block-scan-limit=20`                        | same option, re-check |
@@ -294,6 +295,20 @@ pub fn mma_intrinsic(bf16: bool) -> &'static str {
         "llvm.nvvm.mma.m16n8k16.row.col.bf16"
     } else {
         "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
+    }
+}
+
+/// Integer tensor-core `mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.{s8,u8}.s32` (sm_80+, no
+/// `.satfinite`: the sum wraps): `{i32, i32, i32, i32} (A: 4 i32 words of bytes, B: 2, C: 4
+/// i32)`. LLVM names it by A's and B's types, once when they agree (`…row.col.s8.u8`,
+/// `…row.col.s8`); checked with LLVM 19's `llc -mcpu=sm_90`.
+pub fn imma_intrinsic(a_signed: bool, b_signed: bool) -> String {
+    let ty = |signed: bool| if signed { "s8" } else { "u8" };
+    let (a, b) = (ty(a_signed), ty(b_signed));
+    if a == b {
+        format!("llvm.nvvm.mma.m16n8k32.row.col.{a}")
+    } else {
+        format!("llvm.nvvm.mma.m16n8k32.row.col.{a}.{b}")
     }
 }
 

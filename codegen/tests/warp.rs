@@ -178,3 +178,34 @@ fn mma_lowers_to_tensor_core_mma_sync() {
     let e = entkv_codegen::compile_module("m", &[&k], &old).unwrap_err();
     assert!(e.to_string().contains("sm_80"), "{e}");
 }
+
+/// The integer form: A and B words straight from a vector load, i32 C and D.
+fn imma_kernel(a_signed: bool, b_signed: bool) -> Kernel {
+    let mut k = KernelBuilder::new(format!("imma_{a_signed}_{b_signed}"), 64);
+    let x = k.buffer("x", Scalar::U32, Access::Read);
+    let c = k.buffer("c", Scalar::I32, Access::Read);
+    let d = k.buffer("d", Scalar::I32, Access::Write);
+    let tid = k.let_("tid", k.thread_idx());
+    let xv = k.load_vec("xv", x, tid * 4u32, 4);
+    let xv: Vec<Expr> = xv.iter().map(|v| v.e()).collect();
+    let cv: Vec<Expr> = (0..4u32).map(|i| c.at(tid * 4u32 + i)).collect();
+    let out = k.mma_i8(&xv, a_signed, &xv[..2], b_signed, &cv);
+    k.store_vec(d, tid * 4u32, out.iter().map(|v| v.e()).collect());
+    k.finish().unwrap()
+}
+
+#[test]
+fn integer_mma_lowers_to_tensor_core_mma_sync() {
+    for (a_signed, b_signed, types) in [
+        (true, false, "s8.u8"),
+        (false, true, "u8.s8"),
+        (true, true, "s8.s8"),
+        (false, false, "u8.u8"),
+    ] {
+        let kernel = imma_kernel(a_signed, b_signed);
+        let c = check(&[&kernel]);
+        let e = c.entry(&kernel.name);
+        assert_insn(e, &format!("mma.sync.aligned.m16n8k32.row.col.s32.{types}.s32"));
+        assert_no_insn(e, "prmt");
+    }
+}

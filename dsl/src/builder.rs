@@ -379,10 +379,26 @@ impl KernelBuilder {
     pub fn mma(&mut self, a: &[Expr], b: &[Expr], c: &[Expr]) -> [Var; 4] {
         let dst = [0, 1, 2, 3].map(|_| self.var("mma", Scalar::F32));
         self.push(Stmt::Mma {
+            kind: MmaKind::Float,
             dst: dst.iter().map(|v| v.id).collect(),
             a: a.to_vec(),
             b: b.to_vec(),
             c: c.iter().map(|x| x.clone().into_expr(Some(Scalar::F32))).collect(),
+        });
+        dst
+    }
+
+    /// Warp-level `D = A·B + C` on 16×32 A and 32×8 B bytes (four to a U32 word; each signed
+    /// or not) and i32 C, D (integer tensor cores, exact; see [`Stmt::Mma`] and
+    /// [`crate::mma::int8`]). Returns D's four elements of this lane in fresh registers.
+    pub fn mma_i8(&mut self, a: &[Expr], a_signed: bool, b: &[Expr], b_signed: bool, c: &[Expr]) -> [Var; 4] {
+        let dst = [0, 1, 2, 3].map(|_| self.var("imma", Scalar::I32));
+        self.push(Stmt::Mma {
+            kind: MmaKind::Int8 { a_signed, b_signed },
+            dst: dst.iter().map(|v| v.id).collect(),
+            a: a.iter().map(|x| x.clone().into_expr(Some(Scalar::U32))).collect(),
+            b: b.iter().map(|x| x.clone().into_expr(Some(Scalar::U32))).collect(),
+            c: c.iter().map(|x| x.clone().into_expr(Some(Scalar::I32))).collect(),
         });
         dst
     }

@@ -292,6 +292,15 @@ impl Expr {
 
 pub type Block = Vec<Stmt>;
 
+/// The operand types of a [`Stmt::Mma`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MmaKind {
+    /// m16n8k16 on f16 or bf16 A and B (their type), f32 C and D.
+    Float,
+    /// m16n8k32 on bytes, A and B each signed or unsigned, i32 C and D.
+    Int8 { a_signed: bool, b_signed: bool },
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Stmt {
     Assign {
@@ -360,16 +369,30 @@ pub enum Stmt {
         dst: VarId,
         pred: Expr,
     },
-    /// Warp-level matrix multiply-accumulate `D = A·B + C` (PTX `mma.sync.aligned.m16n8k16.row.col
-    /// .f32.{f16,bf16}.{f16,bf16}.f32`): A is 16×16, B 16×8, C and D 16×8 f32, each spread over
-    /// the 32 lanes as PTX's fragments (lane `l`, `g = l / 4`, `t = l % 4`):
+    /// Warp-level matrix multiply-accumulate `D = A·B + C` on the tensor cores, each operand
+    /// spread over the 32 lanes as PTX's fragments (lane `l`, `g = l / 4`, `t = l % 4`).
+    ///
+    /// [`MmaKind::Float`] (PTX `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}
+    /// .f32`): A is 16×16, B 16×8, C and D 16×8 f32:
     /// - `a[i]` (8, F16 or BF16) is A[g + 8·((i / 2) % 2)][2t + i % 2 + 8·(i / 4)];
     /// - `b[i]` (4, the type of `a`) is B[2t + i % 2 + 8·(i / 2)]\[g\];
     /// - `c[i]` and `dst[i]` (4, F32) are C/D[g + 8·(i / 2)][2t + i % 2].
     ///
     /// Products are exact; the sum's rounding is the hardware's (the interpreter rounds the exact
-    /// sum once). All 32 lanes of the warp must execute it together.
+    /// sum once).
+    ///
+    /// [`MmaKind::Int8`] (PTX `mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.{s8,u8}.s32`): A is
+    /// 16×32 and B 32×8 bytes (signed or not, each), packed four to a U32 word, C and D 16×8
+    /// I32 (see [`crate::mma::int8`]):
+    /// - byte `j` of `a[w]` (4 words) is A[g + 8·(w % 2)][4t + j + 16·(w / 2)];
+    /// - byte `j` of `b[w]` (2 words) is B[4t + j + 16·w]\[g\];
+    /// - `c[i]` and `dst[i]` (4, I32) as above.
+    ///
+    /// Exact: the sum wraps modulo 2³² (no `.satfinite`), so callers keep it in range.
+    ///
+    /// All 32 lanes of the warp must execute it together.
     Mma {
+        kind: MmaKind,
         dst: Vec<VarId>,
         a: Vec<Expr>,
         b: Vec<Expr>,

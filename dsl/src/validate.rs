@@ -267,7 +267,13 @@ impl Validator<'_> {
                 }
                 self.expect(arg, Scalar::U32, "shuffle lane/offset", path)
             }
-            Stmt::Mma { dst, a, b, c } => {
+            Stmt::Mma {
+                kind: MmaKind::Float,
+                dst,
+                a,
+                b,
+                c,
+            } => {
                 use crate::mma::{A_ELEMS, B_ELEMS, C_ELEMS};
                 if a.len() != A_ELEMS || b.len() != B_ELEMS || c.len() != C_ELEMS || dst.len() != C_ELEMS {
                     return Err(self.err(path, "mma takes 8 A, 4 B, 4 C elements and 4 destinations"));
@@ -285,6 +291,37 @@ impl Validator<'_> {
                 for v in dst {
                     if self.var_ty(*v, path)? != Scalar::F32 {
                         return Err(self.err(path, "mma destination must be f32"));
+                    }
+                }
+                Ok(())
+            }
+            Stmt::Mma {
+                kind: MmaKind::Int8 { .. },
+                dst,
+                a,
+                b,
+                c,
+            } => {
+                use crate::mma::{int8, C_ELEMS};
+                if a.len() != int8::A_WORDS
+                    || b.len() != int8::B_WORDS
+                    || c.len() != C_ELEMS
+                    || dst.len() != C_ELEMS
+                {
+                    return Err(self.err(
+                        path,
+                        "integer mma takes 4 A and 2 B words, 4 C elements and 4 destinations",
+                    ));
+                }
+                for x in a.iter().chain(b) {
+                    self.expect(x, Scalar::U32, "integer mma A/B word", path)?;
+                }
+                for x in c {
+                    self.expect(x, Scalar::I32, "integer mma accumulator", path)?;
+                }
+                for v in dst {
+                    if self.var_ty(*v, path)? != Scalar::I32 {
+                        return Err(self.err(path, "integer mma destination must be i32"));
                     }
                 }
                 Ok(())

@@ -1054,6 +1054,41 @@ fn mma_needs_the_whole_warp() {
     );
 }
 
+/// The integer form is warp-collective too, and takes exactly 4 A and 2 B words of U32 and
+/// 4 i32 accumulators.
+#[test]
+fn integer_mma_needs_the_whole_warp_and_its_word_counts() {
+    let mut k = KernelBuilder::new("partial_imma", 64);
+    let w = u32c(0x0102_0304);
+    let z = i32c(0);
+    k.if_(k.thread_idx().lt(48u32), |k| {
+        k.mma_i8(
+            &vec![w.clone(); 4],
+            true,
+            &vec![w.clone(); 2],
+            false,
+            &vec![z.clone(); 4],
+        );
+    });
+    let kernel = k.finish().unwrap();
+    let e = launch(&kernel, 1, &mut []).unwrap_err();
+    assert!(matches!(e, InterpError::PartialWarp { op: "mma", .. }), "{e}");
+    let mut k = KernelBuilder::new("short_imma", 32);
+    k.mma_i8(
+        &vec![w.clone(); 3],
+        true,
+        &vec![w.clone(); 2],
+        false,
+        &vec![z.clone(); 4],
+    );
+    let e = k.finish().unwrap_err().to_string();
+    assert!(e.contains("4 A and 2 B words"), "{e}");
+    let mut k = KernelBuilder::new("float_imma", 32);
+    k.mma_i8(&vec![f32c(1.0); 4], true, &vec![w.clone(); 2], false, &vec![z; 4]);
+    let e = k.finish().unwrap_err().to_string();
+    assert!(e.contains("integer mma A/B word"), "{e}");
+}
+
 // ----- collectives -----------------------------------------------------------------------
 
 #[test]

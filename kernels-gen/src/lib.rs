@@ -17,6 +17,7 @@ pub mod fill;
 pub mod finish;
 pub mod gaussian;
 pub mod lead;
+pub mod mma_checks;
 pub mod normal;
 pub mod page_meta;
 pub mod paged_data;

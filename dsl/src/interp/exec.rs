@@ -718,7 +718,7 @@ impl<'k, 'b> Machine<'k, 'b> {
                     }
                 }
             }
-            Stmt::Mma { dst, a, b, c } => {
+            Stmt::Mma { kind, dst, a, b, c } => {
                 check_full_warps(lanes, "mma")?;
                 let ab = a[0].ty();
                 let mut eval_all = |xs: &[Expr]| -> FResult<Vec<Vec<u64>>> {
@@ -728,7 +728,12 @@ impl<'k, 'b> Machine<'k, 'b> {
                 // Lanes come in whole warps, in order: one product per warp.
                 let mut out: Vec<Vec<u64>> = vec![Vec::with_capacity(n); dst.len()];
                 for w in 0..n / WARP as usize {
-                    let d = ops::mma_warp(ab, &av, &bv, &cv, w * WARP as usize);
+                    let d = match *kind {
+                        MmaKind::Float => ops::mma_warp(ab, &av, &bv, &cv, w * WARP as usize),
+                        MmaKind::Int8 { a_signed, b_signed } => {
+                            ops::mma_i8_warp(a_signed, b_signed, &av, &bv, &cv, w * WARP as usize)
+                        }
+                    };
                     for (o, di) in out.iter_mut().zip(d) {
                         o.extend(di);
                     }

@@ -557,6 +557,64 @@ pub(crate) fn bitcast(to: Scalar, a: &mut [u64]) {
     }
 }
 
+/// One warp's integer `D = A·B + C` of [`crate::ir::Stmt::Mma`] (`m16n8k32`): `a` (4 words)
+/// and `b` (2 words) hold each lane's packed bytes (`a[w][first + lane]`), `c` its i32
+/// accumulators; returns `d[i][lane]` (i32 bits as u32). Exact, the sum wrapped to 32 bits as
+/// the hardware's without `.satfinite`.
+pub(crate) fn mma_i8_warp(
+    a_signed: bool,
+    b_signed: bool,
+    a: &[Vec<u64>],
+    b: &[Vec<u64>],
+    c: &[Vec<u64>],
+    first: usize,
+) -> Vec<Vec<u64>> {
+    use crate::mma::{c_coord, int8, M, N};
+    let (m, n, kk) = (M as usize, N as usize, int8::K as usize);
+    let byte = |word: u64, j: usize, signed: bool| {
+        let x = (word >> (8 * j)) as u8;
+        if signed {
+            x as i8 as i64
+        } else {
+            x as i64
+        }
+    };
+    let mut am = vec![0i64; m * kk];
+    let mut bm = vec![0i64; kk * n];
+    let mut cm = vec![0i64; m * n];
+    for lane in 0..32u32 {
+        let l = first + lane as usize;
+        for (w, col) in a.iter().enumerate() {
+            for j in 0..4 {
+                let (r, q) = int8::a_coord(lane, w, j);
+                am[r as usize * kk + q as usize] = byte(col[l], j, a_signed);
+            }
+        }
+        for (w, col) in b.iter().enumerate() {
+            for j in 0..4 {
+                let (r, q) = int8::b_coord(lane, w, j);
+                bm[r as usize * n + q as usize] = byte(col[l], j, b_signed);
+            }
+        }
+        for (i, col) in c.iter().enumerate() {
+            let (r, q) = c_coord(lane, i);
+            cm[r as usize * n + q as usize] = col[l] as u32 as i32 as i64;
+        }
+    }
+    (0..c.len())
+        .map(|i| {
+            (0..32u32)
+                .map(|lane| {
+                    let (r, q) = c_coord(lane, i);
+                    let (r, q) = (r as usize, q as usize);
+                    let dot: i64 = (0..kk).map(|j| am[r * kk + j] * bm[j * n + q]).sum();
+                    (cm[r * n + q] + dot) as u32 as u64
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
