@@ -505,14 +505,20 @@ pub(crate) fn mma_warp(
             cm[r as usize * n + q as usize] = f32_of(col[l]) as f64;
         }
     }
-    (0..c.len())
+    mma_out(c.len(), |r, q| {
+        let dot: f64 = (0..kk).map(|j| am[r * kk + j] * bm[j * n + q]).sum();
+        ((cm[r * n + q] + dot) as f32).to_bits() as u64
+    })
+}
+
+/// D's elements, `d[i][lane]` = `value(row, col)` at [`crate::mma::c_coord`]`(lane, i)`.
+fn mma_out(elems: usize, value: impl Fn(usize, usize) -> u64) -> Vec<Vec<u64>> {
+    (0..elems)
         .map(|i| {
             (0..32u32)
                 .map(|lane| {
-                    let (r, q) = c_coord(lane, i);
-                    let (r, q) = (r as usize, q as usize);
-                    let dot: f64 = (0..kk).map(|j| am[r * kk + j] * bm[j * n + q]).sum();
-                    ((cm[r * n + q] + dot) as f32).to_bits() as u64
+                    let (r, q) = crate::mma::c_coord(lane, i);
+                    value(r as usize, q as usize)
                 })
                 .collect()
         })
@@ -601,18 +607,10 @@ pub(crate) fn mma_i8_warp(
             cm[r as usize * n + q as usize] = col[l] as u32 as i32 as i64;
         }
     }
-    (0..c.len())
-        .map(|i| {
-            (0..32u32)
-                .map(|lane| {
-                    let (r, q) = c_coord(lane, i);
-                    let (r, q) = (r as usize, q as usize);
-                    let dot: i64 = (0..kk).map(|j| am[r * kk + j] * bm[j * n + q]).sum();
-                    (cm[r * n + q] + dot) as u32 as u64
-                })
-                .collect()
-        })
-        .collect()
+    mma_out(c.len(), |r, q| {
+        let dot: i64 = (0..kk).map(|j| am[r * kk + j] * bm[j * n + q]).sum();
+        (cm[r * n + q] + dot) as u32 as u64
+    })
 }
 
 #[cfg(test)]
