@@ -1,6 +1,7 @@
 //! The correctness suite: every kernel's test cases as [`KernelCheck`]s, each a [`Program`]
-//! plus a verification against a float64 reference. `cargo test` runs the suite in the
-//! interpreter; `entkv gpu-check` runs the same checks on the GPU.
+//! plus a verification against a float64 reference (and the DSL primitives whose hardware
+//! layout a kernel will rest on, against exact host results: `crate::mma_checks`). `cargo test`
+//! runs the suite in the interpreter; `entkv gpu-check` runs the same checks on the GPU.
 
 use crate::program::{Program, ProgramError};
 use crate::KernelGenError;
