@@ -113,6 +113,7 @@ SPARSE_PLAN = "“The sparse walk's split plan: the default stays”"
 SPARSE_128K = "“The sparse walk at 128k: not where its reads land”"
 GQA_GAUSS = "“`gqa` Gaussian at 1M: the per-query-head moments”"
 WIDE_128K = "“`wide` at 128k under ncu: the certified pass's registers and rescored rows”"
+GQA_128K = "“`gqa` at 128k under ncu”"
 PERF_NOTES = {
     "dense": "[perf-notes.md](perf-notes.md), “Dense entmax decode”, “Dense entmax decode at 32k: the `auto` target”, “`wide` tiles: longer chunks, one Newton step” and %s" % KNOB,
     "topk": "[perf-notes.md](perf-notes.md), %s, %s, %s, %s, %s, %s and %s" % (SPLIT, SELECT, SELECT_LONG, KNOB, MISSES_128K, SPARSE_PLAN, SPARSE_128K),
@@ -264,7 +265,11 @@ def rel(path, doc_dir):
 
 
 # Sections about one workload's misses, added to the method's own.
-WORKLOAD_NOTES = {("wide", m): WIDE_128K for m in ("topk", "certified", "certified-pruned")}
+WORKLOAD_NOTES = {
+    (w, m): note
+    for w, note in (("wide", WIDE_128K), ("gqa", GQA_128K))
+    for m in ("topk", "certified", "certified-pruned")
+}
 
 
 def where_time(stages, workload, m, n):
