@@ -299,7 +299,7 @@ pub fn mma_intrinsic(bf16: bool) -> &'static str {
 }
 
 /// Integer tensor-core `mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.{s8,u8}.s32` (sm_80+, no
-/// `.satfinite`: the sum wraps): `{i32, i32, i32, i32} (A: 4 i32 words of bytes, B: 2, C: 4
+/// `.satfinite`; callers keep the sum inside i32): `{i32, i32, i32, i32} (A: 4 i32 words of bytes, B: 2, C: 4
 /// i32)`. LLVM names it by A's and B's types, once when they agree (`…row.col.s8.u8`,
 /// `…row.col.s8`); checked with LLVM 19's `llc -mcpu=sm_90`.
 pub fn imma_intrinsic(a_signed: bool, b_signed: bool) -> String {

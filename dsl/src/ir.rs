@@ -388,7 +388,8 @@ pub enum Stmt {
     /// - byte `j` of `b[w]` (2 words) is B[4t + j + 16·w]\[g\];
     /// - `c[i]` and `dst[i]` (4, I32) as above.
     ///
-    /// Exact: the sum wraps modulo 2³² (no `.satfinite`), so callers keep it in range.
+    /// Exact while the sum fits i32, which callers must ensure: the PTX has no `.satfinite`,
+    /// the interpreter wraps modulo 2³², and no check has run the hardware past that range.
     ///
     /// All 32 lanes of the warp must execute it together.
     Mma {

@@ -565,8 +565,8 @@ pub(crate) fn bitcast(to: Scalar, a: &mut [u64]) {
 
 /// One warp's integer `D = A·B + C` of [`crate::ir::Stmt::Mma`] (`m16n8k32`): `a` (4 words)
 /// and `b` (2 words) hold each lane's packed bytes (`a[w][first + lane]`), `c` its i32
-/// accumulators; returns `d[i][lane]` (i32 bits as u32). Exact, the sum wrapped to 32 bits as
-/// the hardware's without `.satfinite`.
+/// accumulators; returns `d[i][lane]` (i32 bits as u32). Exact; a sum past i32 wraps (callers
+/// keep it in range: see [`crate::ir::Stmt::Mma`]).
 pub(crate) fn mma_i8_warp(
     a_signed: bool,
     b_signed: bool,
