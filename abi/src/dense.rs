@@ -69,6 +69,11 @@ pub const MAX_SHARE_BOUND_GROUP: u32 = 4;
 /// 8 columns of its `m16n8k16` products.
 pub const MMA_MAX_GROUP: u32 = 8;
 
+/// Largest GQA group whose certified sketch sums run on the tensor cores
+/// ([`DenseTile::sketch_mma`]): each head takes two of the `m16n8k32` product's 8 columns
+/// (its weights' high and low bytes).
+pub const SKETCH_MMA_MAX_GROUP: u32 = 4;
+
 /// Most splits one head may have (the finish pass keeps their offsets in shared memory).
 pub const MAX_SPLITS: u32 = 1024;
 
@@ -134,6 +139,17 @@ pub struct DenseTile {
     /// tile. Tag suffix `_la`; absent from bundles and logs written before it existed (false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lookahead: bool,
+    /// Certified pass over 4-bit sketches only: the sketch's integer dot products
+    /// (`Σ m_i·code_i` of every head of the group) on the integer tensor cores (`mma.sync`
+    /// m16n8k32, unsigned code bytes against the heads' signed weight bytes, high and low
+    /// bytes as the 8 columns, so G ≤ [`SKETCH_MMA_MAX_GROUP`]), each warp's 32 tokens a round
+    /// as two 16-token tiles, then each lane's own token's sums through warp-private shared
+    /// memory; needs one lane a token and a head dim that is a multiple of 32. The sums are
+    /// the `dp4a` chains' to the bit, so every bound is too. The page-pruned walk's selected
+    /// pass keeps `dp4a`. Tag suffix `_im`; absent from bundles and logs written before it
+    /// existed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sketch_mma: bool,
 }
 
 /// Whether the sparse score pass looks up the next chunk's pages ahead on every tile: f16 keys,
@@ -190,6 +206,7 @@ impl DenseTile {
             seed: false,
             pruned_walk: false,
             lookahead: false,
+            sketch_mma: false,
         }
     }
 
@@ -309,6 +326,7 @@ impl DenseTile {
             seed: false,
             pruned_walk: false,
             lookahead: false,
+            sketch_mma: false,
         }
     }
 
@@ -461,11 +479,12 @@ impl DenseTile {
 
     /// `t256_l1_r16_n2_m0_c3_f256_s4096`, with `_h` when the splits share a head bound, `_tc`
     /// when the dot products run on the tensor cores, `_seed` when the shared bounds start at
-    /// an estimate, `_pw` when a seeded tile also serves the page-pruned walk and `_la` when
-    /// the sparse pass looks its pages up a chunk ahead.
+    /// an estimate, `_pw` when a seeded tile also serves the page-pruned walk, `_la` when
+    /// the sparse pass looks its pages up a chunk ahead and `_im` when the certified sketch sums
+    /// run on the tensor cores.
     pub fn tag(&self) -> String {
         format!(
-            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}{}",
+            "t{}_l{}_r{}_n{}_m{}_c{}_f{}_s{}{}{}{}{}{}{}",
             self.threads,
             self.lanes_per_token,
             self.tokens_per_group,
@@ -478,7 +497,8 @@ impl DenseTile {
             if self.mma { "_tc" } else { "" },
             if self.seed { "_seed" } else { "" },
             if self.pruned_walk { "_pw" } else { "" },
-            if self.lookahead { "_la" } else { "" }
+            if self.lookahead { "_la" } else { "" },
+            if self.sketch_mma { "_im" } else { "" }
         )
     }
 
@@ -489,7 +509,9 @@ impl DenseTile {
     /// and the rescoring of a certified pass over 4-bit sketches;
     /// [`DenseTile::seed`] needs `share_bound` (the estimate is where the shared bounds start),
     /// and [`DenseTile::pruned_walk`] needs `seed` (an unseeded tile serves that walk already);
-    /// [`DenseTile::lookahead`] is for the sparse pass where [`page_lookahead_by_default`] is off.
+    /// [`DenseTile::lookahead`] is for the sparse pass where [`page_lookahead_by_default`] is off;
+    /// [`DenseTile::sketch_mma`] for the certified pass over 4-bit sketches at one lane a token,
+    /// GQA ≤ [`SKETCH_MMA_MAX_GROUP`] and a head dim that is a multiple of 32.
     pub fn check_for(&self, spec: &PagedSpec, kind: DecodeKind) -> Result<(), SpecError> {
         self.check(&spec.decode)?;
         self.check_pass_knobs(kind, spec)
@@ -510,6 +532,33 @@ impl DenseTile {
                     spec.sketch_bits
                 ),
             });
+        }
+        if self.sketch_mma {
+            let why = if !certified || !spec.sketch_token_grid() {
+                Some(format!(
+                    "sketch_mma (`_im`) is a tile of the certified pass over 4-bit sketches only (this is {}, {}-bit)",
+                    if certified { "the certified pass" } else { "a dense or sparse decode" },
+                    spec.sketch_bits
+                ))
+            } else if self.lanes_per_token != 1
+                || spec.decode.group > SKETCH_MMA_MAX_GROUP
+                || spec.decode.head_dim % 32 != 0
+            {
+                Some(format!(
+                    "sketch_mma (`_im`) needs one lane a token, GQA ≤ {SKETCH_MMA_MAX_GROUP} (two of the \
+                     tensor tile's 8 columns a head) and a head dim that is a multiple of 32 \
+                     (lanes_per_token {}, group {}, head_dim {})",
+                    self.lanes_per_token, spec.decode.group, spec.decode.head_dim
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = why {
+                return Err(SpecError::BadTile {
+                    kernel: "decode_certified",
+                    reason,
+                });
+            }
         }
         if self.lookahead && kind != DecodeKind::Sparse {
             return Err(SpecError::BadTile {

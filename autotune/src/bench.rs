@@ -30,9 +30,9 @@ pub struct VariantTiming {
 pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
     let mut parts: Vec<&str> = s.split(',').map(str::trim).collect();
     // Trailing flags, as the tags' suffixes: `tc` (`mma`), `h` (`share_bound`), `seed`, `pw`
-    // (`pruned_walk`), `la` (`lookahead`).
-    let (mut mma, mut share_bound, mut seed, mut pruned_walk, mut lookahead) =
-        (false, false, false, false, false);
+    // (`pruned_walk`), `la` (`lookahead`), `im` (`sketch_mma`).
+    let (mut mma, mut share_bound, mut seed, mut pruned_walk, mut lookahead, mut sketch_mma) =
+        (false, false, false, false, false, false);
     while let Some(flag) = parts.last().filter(|p| p.parse::<u32>().is_err()) {
         match *flag {
             "tc" => mma = true,
@@ -40,14 +40,15 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
             "seed" => seed = true,
             "pw" => pruned_walk = true,
             "la" => lookahead = true,
-            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, pw, la)"),
+            "im" => sketch_mma = true,
+            other => bail!("tile `{s}`: unknown flag `{other}` (tc, h, seed, pw, la, im)"),
         }
         parts.pop();
     }
     let v: Vec<u32> = parts.iter().map(|x| x.parse()).collect::<Result<_, _>>()?;
     if v.len() != 8 {
         bail!(
-            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,pw][,la]"
+            "tile `{s}`: expected threads,lanes,tokens,newton,min_blocks,ctas_per_sm,finish_threads,capacity[,tc][,h][,seed][,pw][,la][,im]"
         );
     }
     let t = DenseTile {
@@ -64,6 +65,7 @@ pub fn parse_tile(spec: &DecodeSpec, s: &str) -> Result<DenseTile> {
         seed,
         pruned_walk,
         lookahead,
+        sketch_mma,
     };
     t.check(spec)?;
     Ok(t)

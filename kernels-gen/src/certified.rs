@@ -345,6 +345,10 @@ fn score_pass(
                 .expect("load_queries_mma fills the fragments");
             MmaRescore::declare(k, ds.head_dim, init)
         });
+        // The sketch sums on the tensor cores (`_im`) where this walk looks its tokens' pages up
+        // (the full walk and the rest walk); the selected walk keeps `dp4a`.
+        let sketch_mma =
+            (tile.sketch_mma && grid && !selected).then(|| SketchMma::declare(k, ds, tile.threads));
         let ctx = BoundCtx {
             spec,
             lanes,
@@ -356,6 +360,7 @@ fn score_pass(
             slack: slack(ds.head_dim),
             terms,
             mma,
+            sketch_mma,
         };
         let err = std::cell::Cell::new(None);
         // Per token and head `(lb, ub)` and the token positions, written by either body below.
@@ -438,6 +443,27 @@ fn score_pass(
                     let t = k.let_("t", select(valid, c, 0i32).i64());
                     let block = k.let_("sk_block", ctx.src.page_block(page.e()));
                     let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
+                    if let Some(sm) = &ctx.sketch_mma {
+                        // The A words of the round: rows of the warp's other tokens, whose
+                        // pages their owners looked up.
+                        let code_at = |k: &mut KernelBuilder, owner: Expr| -> Expr {
+                            let page = k.shuffle(ShuffleMode::Idx, *page, owner.clone());
+                            // The owner's iteration index: this lane's, moved by their lanes'.
+                            let c = k.let_("ci_im", c + owner.i32() - sm.lane.i32());
+                            let block = ctx.src.page_block(page.e());
+                            page_meta::sketch_code_in(spec, block, (c & (spec.page_size as i32 - 1)).i64())
+                        };
+                        match sm.load_words(k, spec, ctx.sketch, &code_at) {
+                            Ok(words) => {
+                                for (dst, w) in tok.words.iter().zip(words) {
+                                    k.assign(*dst, w);
+                                }
+                            }
+                            Err(e) => {
+                                err.replace(Some(e));
+                            }
+                        }
+                    }
                     (
                         t,
                         valid,
@@ -462,7 +488,12 @@ fn score_pass(
                     )
                 }
             };
-            match ctx.sketch_words(k, code_at) {
+            let words = if ctx.sketch_mma.is_some() {
+                Ok(Vec::new()) // in the round's layout, above
+            } else {
+                ctx.sketch_words(k, code_at)
+            };
+            match words {
                 Ok(words) => {
                     k.assign(tok.t, t.i32());
                     k.assign(tok.valid, valid);
@@ -527,7 +558,9 @@ fn score_pass(
                     // from K; every other chunk reads the sketch alone (block-uniform branch).
                     let score = |k: &mut KernelBuilder, tail: Tail, reload: Option<&TokenLoad>| {
                         for (r, tok) in tokens.iter().enumerate() {
-                            for (g, (lb, ub)) in ctx.token_bounds(k, &qr, tok, tail).into_iter().enumerate() {
+                            let sums = ctx.sketch_mma.as_ref().map(|sm| sm.sums(k, &tok.words));
+                            let bounds_r = ctx.token_bounds(k, &qr, tok, tail, sums.as_deref());
+                            for (g, (lb, ub)) in bounds_r.into_iter().enumerate() {
                                 k.assign(bounds[g][r].0, lb);
                                 k.assign(bounds[g][r].1, ub);
                             }
@@ -738,6 +771,8 @@ struct BoundCtx<'a> {
     terms: Terms,
     /// Rescoring on the tensor cores ([`DenseTile::mma`]).
     mma: Option<MmaRescore>,
+    /// The sketch sums on the tensor cores ([`DenseTile::sketch_mma`]).
+    sketch_mma: Option<SketchMma>,
 }
 
 /// q's B fragments for rescoring on the tensor cores ([`WarpMma`]). They are the same for every
@@ -797,19 +832,193 @@ impl MmaRescore {
     }
 }
 
+/// The sketch sums `S = Σ_i m_i·code_i` of a warp's 32 tokens a round on the integer tensor
+/// cores ([`DenseTile::sketch_mma`]): `mma.sync` m16n8k32 with A = codes (16 tokens × 32
+/// dimensions, unsigned bytes) and B = weights (32 dimensions × 8 columns: head `h`'s signed
+/// high bytes in column `2h`, its low bytes in `2h + 1`, zero past the group), two 16-token
+/// tiles a round and `d/32` k-steps a tile.
+///
+/// - A dot product does not care about the order of its dimensions, so lane `(g, t)` (group
+///   `g = lane/4`, `t = lane mod 4`) loads the `t`-th quarter of the sketch rows of tiles'
+///   tokens `g` and `g + 8` (`d/32` words each, one vector load), and k-step `s` takes their
+///   word `s`: its even nibbles as A's columns `4t..4t+3`, its odd ones as `16+4t..`. B's
+///   rows follow the same dimensions, held in registers for the whole pass ([`Self::b`]).
+/// - Codes enter as `16·code` (`(w << 4) & 0xF0F0F0F0` and `w & 0xF0F0F0F0`), so
+///   `256·D[2h] + D[2h+1] = 16·S`, [`code_dot`]'s value to the bit (|16·S| < 2³¹ as there).
+/// - The accumulator holds tokens `g`, `g + 8` of head `t` (columns `2t`, `2t + 1`): lanes
+///   `t < G` write them to a warp-private `[token][head]` i32 array, and each token's owner
+///   (chunk token `lane + 32·r` of the warp) reads its heads back.
+struct SketchMma {
+    /// Per k-step, this lane's two B words (column `lane / 4`).
+    b: Vec<[Var; 2]>,
+    /// `[warp][32 tokens][G]` i32.
+    sums: Buf,
+    /// This warp's first element of `sums`.
+    warp_base: Var,
+    /// `(lane / 4, lane mod 4)`.
+    g: Var,
+    t: Var,
+    lane: Var,
+    group: u32,
+    head_dim: u32,
+}
+
+impl SketchMma {
+    fn declare(k: &mut KernelBuilder, ds: &entkv_abi::DecodeSpec, threads: u32) -> SketchMma {
+        let steps = ds.head_dim / entkv_dsl::mma::int8::K;
+        let b = (0..steps)
+            .map(|_| [0, 1].map(|_| k.let_typed("imb", Scalar::U32, 0u32)))
+            .collect();
+        let sums = k.shared("sketch_sums", Scalar::I32, threads * ds.group);
+        let lane = k.let_("lane_im", k.lane());
+        SketchMma {
+            b,
+            sums,
+            warp_base: k.let_("im_base", k.warp() * (WARP * ds.group)),
+            g: k.let_("im_g", lane / 4u32),
+            t: k.let_("im_t", lane % 4u32),
+            lane,
+            group: ds.group,
+            head_dim: ds.head_dim,
+        }
+    }
+
+    /// This lane's B fragments from the group's packed weights (`words`: per head `d/4` high
+    /// words then `d/4` low words, [`byte_word_dims`] order), once the barrier that ends
+    /// [`BoundCtx::query_terms`] published them.
+    fn load_weights(&self, k: &mut KernelBuilder, words: Buf) {
+        let d = self.head_dim;
+        let steps = self.b.len() as u32;
+        let head = k.let_("im_head", self.g / 2u32);
+        let used = k.let_("im_used", head.lt(self.group));
+        // Word `2W` and `2W + 1` of the head's high (column 2h) or low (2h + 1) bytes, with
+        // `W = t·steps + s` the sketch word k-step `s` takes: byte words `2W` (even dimensions)
+        // and `2W + 1` (odd).
+        let at = k.let_(
+            "im_b_at",
+            select(used, head, 0u32) * (d / 2) + self.g % 2u32 * (d / 4) + self.t * (2 * steps),
+        );
+        let n = 2 * steps;
+        let vec = n.min(4);
+        let mut loaded = Vec::new();
+        for off in (0..n).step_by(vec as usize) {
+            loaded.extend(k.load_vec("im_w", words, at + off, vec));
+        }
+        for (s, pair) in self.b.iter().enumerate() {
+            for (j, dst) in pair.iter().enumerate() {
+                k.assign(*dst, select(used, loaded[2 * s + j], 0u32));
+            }
+        }
+    }
+
+    /// Row `(tile, half)` of this lane's A words in a round's word list (`d/32` words each).
+    fn row_words<'w>(&self, words: &'w [Var], tile: usize, half: usize) -> &'w [Var] {
+        let steps = self.b.len();
+        &words[(2 * tile + half) * steps..(2 * tile + half + 1) * steps]
+    }
+
+    /// The warp lane that owns row `(tile, half)` of this lane's A words: the round's token
+    /// `16·tile + 8·half + g`.
+    fn owner(&self, tile: u32, half: u32) -> Expr {
+        self.g + (16 * tile + 8 * half)
+    }
+
+    /// This lane's A words of a round: for each of the two tiles, the `t`-th quarter of the
+    /// sketch rows of tokens `g` and `g + 8`. `code_at(k, owner)` gives the first code word of
+    /// the row of the round's token `owner` (a warp lane index, u32).
+    fn load_words(
+        &self,
+        k: &mut KernelBuilder,
+        spec: &PagedSpec,
+        sketch: Buf,
+        code_at: &dyn Fn(&mut KernelBuilder, Expr) -> Expr,
+    ) -> Result<Vec<Var>, KernelGenError> {
+        let quarter = self.head_dim / 4;
+        let mut words = Vec::new();
+        for tile in 0..2 {
+            for half in 0..2 {
+                let owner = k.let_("im_owner", self.owner(tile, half));
+                let at = code_at(k, owner.e());
+                let first = k.let_("im_first", self.t * quarter);
+                words.extend(page_meta::emit_sketch_words_from(
+                    k, spec, sketch, at, first, quarter,
+                )?);
+            }
+        }
+        Ok(words)
+    }
+
+    /// `16·S` of every head for this lane's own token of the round whose A words are `words`
+    /// (warp-uniform: every lane of the warp calls it together).
+    fn sums(&self, k: &mut KernelBuilder, words: &[Var]) -> Vec<Var> {
+        let high = 0xF0F0_F0F0u32;
+        let mut out = Vec::new();
+        for tile in 0..2 {
+            let mut c: Vec<Expr> = vec![i32c(0); 4];
+            for (s, b) in self.b.iter().enumerate() {
+                let (w_g, w_g8) = (
+                    self.row_words(words, tile, 0)[s],
+                    self.row_words(words, tile, 1)[s],
+                );
+                let a = [
+                    (w_g << 4u32) & high,
+                    (w_g8 << 4u32) & high,
+                    w_g & high,
+                    w_g8 & high,
+                ];
+                let b = [b[0].e(), b[1].e()];
+                c = k.mma_i8(&a, false, &b, true, &c).iter().map(|v| v.e()).collect();
+            }
+            // Head t's `16·S` of tokens g and g + 8.
+            out.push(k.let_("im_s", c[0].clone() * 256i32 + c[1].clone()));
+            out.push(k.let_("im_s8", c[2].clone() * 256i32 + c[3].clone()));
+        }
+        let group = self.group;
+        // The previous round's reads of `sums` before these writes.
+        k.warp_sync();
+        let store = |k: &mut KernelBuilder| {
+            for tile in 0..2u32 {
+                for half in 0..2u32 {
+                    let at = self.warp_base + self.owner(tile, half) * group + self.t;
+                    k.store(self.sums, at, out[(2 * tile + half) as usize]);
+                }
+            }
+        };
+        if group == 4 {
+            store(k);
+        } else {
+            let writes = k.let_("im_writes", self.t.lt(group));
+            k.if_(writes, store);
+        }
+        k.warp_sync();
+        let at = k.let_("im_at", self.warp_base + k.lane() * group);
+        if matches!(group, 1 | 2 | 4) {
+            k.load_vec("im_sum", self.sums, at, group)
+        } else {
+            (0..group)
+                .map(|h| k.let_("im_sum", self.sums.at(at + h)))
+                .collect()
+        }
+    }
+}
+
 /// Largest |integer weight|: weights are `m_i = rint(w_i/scale)` with `scale = max|w_i|/M`, split
-/// into a signed high byte and an unsigned low byte (`m = 256·hi + lo`) for two `dp4a`s.
-const WEIGHT_MAX: f64 = 32767.0;
+/// into two signed bytes (`m = 256·hi + lo`, `lo` in −128..=127) for two `dp4a` chains or two
+/// columns of an integer `mma` ([`SketchMma`]), which take one signedness for all of B.
+/// `hi ≤ 127` needs `m ≤ 127·256 + 127`.
+pub(crate) const WEIGHT_MAX: f64 = 32639.0;
 
 /// Largest `max|w_i|` of a page whose weights are all zero (see [`BoundCtx::page_terms`]).
 const WEIGHT_FLOOR: f64 = 7.888609052210118e-31; // 2⁻¹⁰⁰
 
-/// `1.5·2²³`: for |x| < 2²², the f32 `x + MAGIC` holds `rint(x)` in its low mantissa bits, so
-/// its bytes 0 and 1 are the two's-complement low and high bytes of `rint(x)`.
-const ROUND_MAGIC: f64 = 12_582_912.0;
+/// `1.5·2²³ + 128`: for |x| < 2²², the f32 `x + MAGIC` holds `rint(x) + 128` in its low
+/// mantissa bits, so its bytes 0 and 1 are the two's-complement low and high bytes of
+/// `rint(x) + 128`: byte 1 is the balanced high byte `hi` of `m = rint(x)` and byte 0 is
+/// `lo + 128` (`lo = m − 256·hi`).
+const ROUND_MAGIC: f64 = 12_583_040.0;
 
 /// Shared-memory page terms of one chunk, per (page in chunk, head): the integer weights
-/// `m_i ≈ q'_i·step_i/scale` as packed bytes (`hi` words, then `lo` words, one per byte word of
+/// `m_i ≈ q'_i·step_i/scale` as packed signed bytes (`hi` words, then `lo` words, one per byte word of
 /// the sketch, see [`byte_word_dims`]), `scale`, `base = Σ q'_i·min_i` and the half-width `ε`.
 /// A page's dimensions are split over `split` adjacent lanes (whole 8-dimension blocks each).
 struct Terms {
@@ -862,7 +1071,7 @@ fn byte_word_dims(bits: u32, bw: u32) -> [u32; 4] {
 }
 
 /// `Σ_i m_i·code_i` over a lane's raw sketch words, times [`code_dot_unit`]`⁻¹`, exactly in
-/// integers: the weights are two bytes (`m = 256·hi + lo`, `hi` signed, words in
+/// integers: the weights are two signed bytes (`m = 256·hi + lo`, words in
 /// [`byte_word_dims`] order), one `dp4a` chain per byte, each partial sum shifted up before the
 /// next chain continues it instead of being added at the end. 4-bit words give their odd
 /// nibbles in place (`w & 0xF0F0F0F0`, bytes `16·code`): one mask instead of a shift and a
@@ -880,7 +1089,7 @@ fn code_dot(bits: u32, hi: &[Var], lo: &[Var], words: &[Var]) -> Expr {
         8 => {
             let bytes: Vec<Expr> = words.iter().map(|w| w.e()).collect();
             let s_hi = chain(i32c(0), hi, &bytes, true);
-            chain(s_hi * 256i32, lo, &bytes, false)
+            chain(s_hi * 256i32, lo, &bytes, true)
         }
         _ => {
             let even: Vec<Expr> = words.iter().map(|w| *w & 0x0F0F_0F0Fu32).collect();
@@ -889,8 +1098,8 @@ fn code_dot(bits: u32, hi: &[Var], lo: &[Var], words: &[Var]) -> Expr {
             let odds = |v: &[Var]| v.iter().skip(1).step_by(2).copied().collect::<Vec<_>>();
             let acc = chain(i32c(0), &evens(hi), &even, true); // S_hi over even dims
             let acc = chain(acc * 16i32, &odds(hi), &odd16, true); // 16·S_hi
-            let acc = chain(acc * 16i32, &evens(lo), &even, false); // 256·S_hi + even S_lo
-            chain(acc * 16i32, &odds(lo), &odd16, false)
+            let acc = chain(acc * 16i32, &evens(lo), &even, true); // 256·S_hi + even S_lo
+            chain(acc * 16i32, &odds(lo), &odd16, true)
         }
     }
 }
@@ -906,12 +1115,13 @@ fn code_dot_unit(bits: u32) -> f64 {
 
 /// A weight vector quantized for `dp4a` ([`pack_weights`]).
 struct PackedWeights {
-    /// `max|w_i|/32767`.
+    /// `max|w_i|/M` ([`WEIGHT_MAX`]).
     scale: Var,
     /// Whether `max|w_i| ≤ 2⁻¹⁰⁰` (all weights zero, `ε` covers all of `Σ w_i·code_i`).
     tiny: Var,
     wmax: Var,
-    /// The integer weights' high and low bytes, one word per byte word of the sketch.
+    /// The integer weights' high and low bytes (both signed), one word per byte word of the
+    /// sketch.
     hi: Vec<Expr>,
     lo: Vec<Expr>,
 }
@@ -930,15 +1140,17 @@ impl PackedWeights {
 }
 
 /// Quantize this lane's weights `w` (whole byte words of the sketch, [`byte_word_dims`]) given
-/// the row's `max|w_i|`: `m_i = rint(w_i·32767/max|w|)` from `fma(w_i, 1/scale, 1.5·2²³)`,
-/// whose low bytes are `m_i`'s, packed four to a word with `prmt`.
+/// the row's `max|w_i|`: `m_i = rint(w_i·M/max|w|)` ([`WEIGHT_MAX`]) from
+/// `fma(w_i, 1/scale, 1.5·2²³ + 128)`, whose bytes 1 and 0 are `m_i`'s signed high byte and its
+/// low byte plus 128 ([`ROUND_MAGIC`]), packed four to a word with `prmt` (the low bytes' 128
+/// taken off with one xor a word).
 fn pack_weights(k: &mut KernelBuilder, bits: u32, w: &[Var], wmax: Var) -> PackedWeights {
     let scale = k.let_("scale", wmax * (1.0 / WEIGHT_MAX));
-    // Below 2⁻¹⁰⁰ `32767/max|w|` could overflow (bf16 keys reach 1e-38): such a row gets zero
+    // Below 2⁻¹⁰⁰ `M/max|w|` could overflow (bf16 keys reach 1e-38): such a row gets zero
     // weights, and ε covers all of `Σ w_i·code_i` instead.
     let tiny = k.let_("tiny", wmax.le(WEIGHT_FLOOR));
     let inv = k.let_("inv", select(tiny, f32c(0.0), wmax.rcp() * WEIGHT_MAX));
-    // Bytes 0 and 1 of `rint(w·inv) + 1.5·2²³` are m's low and high bytes.
+    // Bytes 0 and 1 of `rint(w·inv) + 1.5·2²³ + 128` are `lo + 128` and `hi`.
     let y: Vec<Var> = w
         .iter()
         .map(|x| k.let_("mq", fma(*x, inv, ROUND_MAGIC).bitcast(Scalar::U32)))
@@ -948,7 +1160,7 @@ fn pack_weights(k: &mut KernelBuilder, bits: u32, w: &[Var], wmax: Var) -> Packe
         let [a, b, c, e] = byte_word_dims(bits, local).map(|dim| y[dim as usize]);
         let ab = k.let_("p_ab", prmt(a, b, 0x5140));
         let ce = k.let_("p_ce", prmt(c, e, 0x5140));
-        lo.push(prmt(ab, ce, 0x5410));
+        lo.push(prmt(ab, ce, 0x5410) ^ 0x8080_8080u32);
         hi.push(prmt(ab, ce, 0x7632));
     }
     PackedWeights {
@@ -1031,13 +1243,15 @@ impl BoundCtx<'_> {
     /// outside any branch, so lanes of different tokens in one warp may take different paths.
     ///
     /// `ŝ = base + scale·S` with the integer `S = Σ_i m_i·code_i = 256·Σ hi_i·code_i + Σ lo_i·code_i`
-    /// from `dp4a`s: exact (|S| < 2³¹ for every supported d and width), then rounded once to f32.
+    /// from `dp4a`s ([`code_dot`]), or given per head as `sums` ([`SketchMma::sums`], the same
+    /// integers): exact (|S| < 2³¹ for every supported d and width), then rounded once to f32.
     fn token_bounds(
         &self,
         k: &mut KernelBuilder,
         qr: &QueryRegs,
         tok: &ChunkToken,
         tail: Tail,
+        sums: Option<&[Var]>,
     ) -> Vec<(Var, Var)> {
         let exact_tail = tail == Tail::Exact;
         let ds = &self.spec.decode;
@@ -1056,14 +1270,18 @@ impl BoundCtx<'_> {
         let lane_bws = self.lanes.dims / 4;
         let mut partial = Vec::new();
         for (g, slot) in slots.iter().enumerate() {
-            let w0 = k.let_("w0", *slot * (d / 2) + self.lanes.sub * lane_bws);
-            let (mut hi, mut lo) = (Vec::new(), Vec::new());
-            for off in (0..lane_bws).step_by(4) {
-                let n = (lane_bws - off).min(4);
-                hi.extend(k.load_vec("whi", self.terms.words, w0 + off, n));
-                lo.extend(k.load_vec("wlo", self.terms.words, w0 + (d / 4 + off), n));
+            if let Some(sums) = sums {
+                partial.push((Reduce::Sum, sums[g].e()));
+            } else {
+                let w0 = k.let_("w0", *slot * (d / 2) + self.lanes.sub * lane_bws);
+                let (mut hi, mut lo) = (Vec::new(), Vec::new());
+                for off in (0..lane_bws).step_by(4) {
+                    let n = (lane_bws - off).min(4);
+                    hi.extend(k.load_vec("whi", self.terms.words, w0 + off, n));
+                    lo.extend(k.load_vec("wlo", self.terms.words, w0 + (d / 4 + off), n));
+                }
+                partial.push((Reduce::Sum, code_dot(self.spec.sketch_bits, &hi, &lo, &tok.words)));
             }
-            partial.push((Reduce::Sum, code_dot(self.spec.sketch_bits, &hi, &lo, &tok.words)));
             if let Some((_, kv)) = &exact_rows {
                 // q' is read again here (once per tail chunk) rather than held in registers for
                 // the whole pass: a GQA group's q slices would cost d·G/lanes registers.
@@ -1195,12 +1413,13 @@ impl BoundCtx<'_> {
     /// The terms of the chunk's pages (starting at token `c0`) for every head, into shared
     /// memory. With `w_i = q'_i·step_i`:
     /// - `base = Σ q'_i·min_i`;
-    /// - `scale = max|w_i|/32767` and integer weights `m_i = rint(w_i/scale)` (|m_i| ≤ 32767),
+    /// - `scale = max|w_i|/M` and integer weights `m_i = rint(w_i/scale)` (|m_i| ≤ M =
+    ///   [`WEIGHT_MAX`]),
     ///   or all zero when `max|w_i| ≤ 2⁻¹⁰⁰` (then `E = levels·d·max|w|`);
     /// - `ε = Σ|w_i|/2 + slack·Σ|q'_i|·(max_i max(|min_i|, |max_i|) + 1) + E`, where
     ///   `E = levels·d·(scale/2 + 2⁻²¹·max|w|)` bounds `|Σ (w_i − m_i·scale)·code_i|`:
     ///   `|w_i − m_i·scale| ≤ scale/2` from rounding to the nearest integer, plus the f32
-    ///   rounding of `1/scale` (as `32767·(1/max|w|)`) and of `scale` itself (≤ 4 ulps of
+    ///   rounding of `1/scale` (as `M·(1/max|w|)`) and of `scale` itself (≤ 4 ulps of
     ///   `|w_i|`; the product with `w_i` is exact inside the fma). The slack term
     ///   bounds the rounding of `ŝ` and of the exact score ([`slack`]) through the page's
     ///   largest bound, which is cheaper than per dimension and only looser.
@@ -1340,6 +1559,9 @@ impl BoundCtx<'_> {
             m.stage(k);
         }
         k.barrier();
+        if let Some(sm) = &self.sketch_mma {
+            sm.load_weights(k, tm.words);
+        }
         let unit = code_dot_unit(self.spec.sketch_bits);
         for (g, h) in tm.held.iter().flatten().enumerate() {
             let g = g as u32;

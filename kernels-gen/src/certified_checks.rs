@@ -635,6 +635,39 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
                 }));
             }
         }
+        // The sketch sums on the tensor cores (`_im`) where the small tile takes one lane a
+        // token: the full and pruned walks, and seeded with `_tc` rescoring where the group
+        // shares bounds (the shipped `wide` shape).
+        let im = DenseTile {
+            sketch_mma: true,
+            ..small
+        };
+        if im.check_for(&case.spec, DecodeKind::Certified).is_ok() {
+            let mut im_tiles = vec![(im, false), (im, true)];
+            let im_seeded = DenseTile {
+                sketch_mma: true,
+                mma: true,
+                ..seeded
+            };
+            if im_seeded.check_for(&case.spec, DecodeKind::Certified).is_ok() {
+                im_tiles.push((im_seeded, false));
+                im_tiles.push((
+                    DenseTile {
+                        pruned_walk: true,
+                        ..im_seeded
+                    },
+                    true,
+                ));
+            }
+            for (tile, pruned) in im_tiles {
+                v.push(Box::new(CertifiedCheck {
+                    case: case.clone(),
+                    tile,
+                    sm_count: 1,
+                    pruned,
+                }));
+            }
+        }
     }
     v.extend(
         seed_decoy_checks()
@@ -647,7 +680,8 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
 /// BENCH.md's `wide` spec over 4-bit sketches (its shipped default: one lane a token, two tokens
 /// a lane, seeded shared bounds, rescoring on the tensor cores) on a small tile; the same
 /// rescoring with FMAs and at one token a lane; and the page-pruned walk at its default's shape
-/// (unseeded, one token a lane, on the tensor cores). Interpreter
+/// (unseeded, one token a lane, on the tensor cores); both again with the sketch sums on the
+/// tensor cores (`_im`). Interpreter
 /// only (`kernels-gen/tests/certified.rs`): the suite's checks rerun the pass without rescoring
 /// to check its bounds, and that never-shipped pass needs more than 255 registers at d = 128,
 /// G = 4 (it scores the last page exactly: ~7 KB spilled, local ptxas 13), which the GPU suite
@@ -682,6 +716,21 @@ pub fn wide_4bit_checks() -> Vec<CertifiedCheck> {
             false,
         ),
         (small_of(DenseTile::default_certified_pruned(&case.spec)), true),
+        // The sketch sums on the tensor cores (`_im`), full and page-pruned walks.
+        (
+            DenseTile {
+                sketch_mma: true,
+                ..small
+            },
+            false,
+        ),
+        (
+            DenseTile {
+                sketch_mma: true,
+                ..small_of(DenseTile::default_certified_pruned(&case.spec))
+            },
+            true,
+        ),
     ]
     .into_iter()
     .map(|(tile, pruned)| CertifiedCheck {

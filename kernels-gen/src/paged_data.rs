@@ -42,7 +42,8 @@ pub enum KeyData {
     /// certified bounds must cover, so a bound even a few percent too tight fails the checks.
     /// On a per-token grid (4-bit) the two dimensions of smallest `|q_i|` pin each token's own
     /// grid at ±2 instead, and the codes also line up with the rounding of the integer query
-    /// weights (`q_i·32767/max|q|` above its nearest integer: a high code, else a low one).
+    /// weights (`q_i·M/max|q|`, `M` the certified pass's largest integer weight, above its nearest
+    /// integer: a high code, else a low one).
     SketchWorst,
     /// The page box's worst case: in every page, token 0 sits at the box corner that attains
     /// the upper bound for the group's first query head (`max_i` where `q_i ≥ 0`, else `min_i`)
@@ -240,7 +241,7 @@ impl PagedCase {
                     let rounds_down: Vec<bool> = q
                         .iter()
                         .map(|x| {
-                            let y = x / qmax * 32767.0;
+                            let y = x / qmax * crate::certified::WEIGHT_MAX;
                             y > y.round()
                         })
                         .collect();

@@ -358,6 +358,7 @@ mod tests {
             seed: false,
             pruned_walk: false,
             lookahead: false,
+            sketch_mma: false,
         };
         let chunk = (threads * tokens) as usize;
         let n = chunk * chunks.len();

@@ -499,3 +499,92 @@ fn seed_kernels_match_the_float64_reference() {
         }
     }
 }
+
+/// The sketch sums on the integer tensor cores (`_im`) are the `dp4a` chains' integers, so a
+/// pass with them writes what the pass without them writes, to the bit: the step's outputs and
+/// the candidates of the check's rerun without rescoring (sketch bounds), over the full walk
+/// and the page-pruned one (whose rest walk takes `_im`, its selected walk `dp4a`). GQA 1, 2
+/// and 4 (lanes `t ≥ G` hold zero columns), d = 32, 64 and 128 (one to four k-steps), ALiBi,
+/// seeded shared bounds, the sketch's worst-case keys; each `_im` run also passes the checks.
+#[test]
+fn sketch_sums_on_the_tensor_cores_match_dp4a_to_the_bit() {
+    use entkv_kernels::suite::run_interp;
+    let case = |d: u32, g: u32, p: u32, dtype: DType, alibi: bool, lens: Vec<u32>, data: KeyData| PagedCase {
+        spec: PagedSpec::new(DecodeSpec::new(1.5, d, g, dtype).unwrap(), p, alibi, 4).unwrap(),
+        kv_heads: 2,
+        seq_lens: lens,
+        seed: 31 + d as u64 + g as u64,
+        data,
+        spare_pages: 2,
+    };
+    let cases = [
+        case(32, 1, 16, DType::F16, false, vec![700, 17], KeyData::SketchWorst),
+        case(32, 2, 16, DType::BF16, true, vec![1300, 33], KeyData::Normal),
+        case(64, 2, 32, DType::BF16, false, vec![900], KeyData::Peaked),
+        case(32, 4, 16, DType::F16, false, vec![500], KeyData::Ties),
+        case(128, 4, 32, DType::BF16, false, vec![1500, 90], KeyData::Normal),
+    ];
+    let buffers = [
+        "out",
+        "tau",
+        "support",
+        "kept",
+        "cand_lb",
+        "cand_ub",
+        "cand_idx",
+        "cand_count",
+    ];
+    for case in cases {
+        let plain = DenseTile {
+            share_bound: true,
+            seed: case.spec.decode.group != 3,
+            ..small_tile(&case.spec, 1, 2)
+        };
+        for (plain, pruned) in [
+            (plain, false),
+            (
+                DenseTile {
+                    pruned_walk: plain.seed,
+                    ..plain
+                },
+                true,
+            ),
+        ] {
+            let im = DenseTile {
+                sketch_mma: true,
+                ..plain
+            };
+            let run = |tile: DenseTile| {
+                let check = CertifiedCheck {
+                    case: case.clone(),
+                    tile,
+                    sm_count: 1,
+                    pruned,
+                };
+                let o = run_interp(&check).unwrap();
+                assert!(o.passed, "{}: {}", check.name(), o.detail);
+                let mut p = check.program().unwrap();
+                p.run_interp().unwrap();
+                buffers.map(|b| {
+                    p.get(b)
+                        .to_f64_vec()
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect::<Vec<u64>>()
+                })
+            };
+            let (a, b) = (run(plain), run(im));
+            for (name, (a, b)) in buffers.iter().zip(a.iter().zip(&b)) {
+                let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
+                assert_eq!(
+                    differ,
+                    0,
+                    "{name}: {differ} of {} differ between {} and {} (pruned {pruned})",
+                    a.len(),
+                    plain.tag(),
+                    im.tag()
+                );
+            }
+        }
+    }
+}

@@ -229,17 +229,44 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .filter(|t| t.lanes_per_token == 1)
                     .map(flip_mma)
                     .collect();
+                // And the sketch sums on the tensor cores (`_im`) on each tensor-core point and
+                // the default's shape seeded and rescoring on the tensor cores, there also at the
+                // occupancy floors of three and four CTAs an SM, one token a lane too (invalid
+                // ones, f32 keys, drop out): at `wide` the `dp4a` pass spills 792 B at three
+                // (two tokens a lane), the `_im` pass none (local ptxas 13).
+                let im_floors = [3, 4].map(|score_min_blocks| DenseTile {
+                    score_min_blocks,
+                    mma: true,
+                    ..flip_seed(def)
+                });
+                let im: Vec<DenseTile> = tc
+                    .iter()
+                    .copied()
+                    .chain(one_token.iter().copied())
+                    .chain(im_floors.iter().copied())
+                    .chain(im_floors.map(|t| DenseTile {
+                        tokens_per_group: 1,
+                        ..t
+                    }))
+                    .filter(|t| t.lanes_per_token == 1)
+                    .map(|t| DenseTile {
+                        sketch_mma: true,
+                        ..t
+                    })
+                    .collect();
                 // And every seeded point as the page-pruned walk's (`_pw`, timed in that walk's
                 // row only: `Space::for_selector`); invalid and spilling ones drop out as usual.
                 let pruned_walk: Vec<DenseTile> = seeded
                     .iter()
                     .chain(tc.iter().filter(|t| t.seed))
+                    .chain(im.iter().filter(|t| t.seed))
                     .map(|t| walk_twin(*t, Some(Selector::Pruned)))
                     .collect();
                 v.extend(small);
                 v.extend(flipped);
                 v.extend(seeded);
                 v.extend(tc);
+                v.extend(im);
                 v.extend(pruned_walk);
             }
             v.into_iter().map(TileConfig::Dense).collect()
@@ -348,6 +375,14 @@ fn flip_lookahead(t: DenseTile) -> DenseTile {
 /// `t` with the other choice of the tensor cores (for a certified pass: its rescoring).
 fn flip_mma(t: DenseTile) -> DenseTile {
     DenseTile { mma: !t.mma, ..t }
+}
+
+/// `t` with the other choice of the certified pass's sketch sums on the tensor cores.
+fn flip_sketch_mma(t: DenseTile) -> DenseTile {
+    DenseTile {
+        sketch_mma: !t.sketch_mma,
+        ..t
+    }
 }
 
 /// `t` with the other choice of seeding its shared head bounds (sharing them if it did not).
@@ -487,6 +522,7 @@ fn descent_step(
         points.insert(0, flip_share(*centre));
         if centre.lanes_per_token == 1 {
             points.insert(0, flip_mma(*centre));
+            points.insert(0, flip_sketch_mma(*centre));
         }
     }
     if family == KernelFamily::DecodeSparse && !page_lookahead_by_default(&spec.decode, spec.alibi) {
@@ -661,23 +697,36 @@ mod tests {
             "the same points, seeded ones as their twins"
         );
         let tc = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.mma);
-        let fma_points = || space.valid.iter().filter(|t| !tc(t));
+        let im = |t: &TileConfig| matches!(t, TileConfig::Dense(d) if d.sketch_mma);
+        let fma_points = || space.valid.iter().filter(|t| !tc(t) && !im(t));
         assert_eq!(fma_points().filter(|t| shares(t)).count(), 8);
         assert_eq!(fma_points().filter(|t| seeded(t)).count(), 4);
         // Each of them (one lane a token at d = 32) also rescores on the tensor cores, and so do
         // the default and its seeded twin at one token a lane.
-        assert_eq!(space.valid.iter().filter(|t| tc(t)).count(), 14);
+        assert_eq!(space.valid.iter().filter(|t| tc(t) && !im(t)).count(), 14);
+        // And each of those also takes its sketch sums on the tensor cores, as do the one-token
+        // points and the seeded default's shape at occupancy floors of 3 and 4 (one and four
+        // tokens a lane), where they do not coincide.
+        let ims: Vec<String> = space.valid.iter().filter(|t| im(t)).map(|t| t.tag()).collect();
+        assert!(ims.len() >= 14 + 2, "{ims:?}");
+        for floor in ["_m3_", "_m4_"] {
+            assert!(
+                ims.iter().any(|t| t.contains(floor) && t.contains("_seed")),
+                "{ims:?}"
+            );
+        }
         let ranked: Vec<TileConfig> = space.valid.iter().rev().copied().collect();
         let TileConfig::Dense(best) = ranked[0] else {
             panic!("a dense tile")
         };
         assert!(best.seed && best.mma);
         let r = refinements(f, &s, &limits, None, &ranked, None, &[]);
-        assert_eq!(r[0], TileConfig::Dense(flip_mma(best)));
-        assert_eq!(r[1], TileConfig::Dense(flip_share(best)));
-        assert_eq!(r[2], TileConfig::Dense(flip_seed(best)));
-        assert!(matches!(r[1], TileConfig::Dense(t) if !t.share_bound && !t.seed));
-        assert!(matches!(r[2], TileConfig::Dense(t) if t.share_bound && !t.seed));
+        assert_eq!(r[0], TileConfig::Dense(flip_sketch_mma(best)));
+        assert_eq!(r[1], TileConfig::Dense(flip_mma(best)));
+        assert_eq!(r[2], TileConfig::Dense(flip_share(best)));
+        assert_eq!(r[3], TileConfig::Dense(flip_seed(best)));
+        assert!(matches!(r[2], TileConfig::Dense(t) if !t.share_bound && !t.seed));
+        assert!(matches!(r[3], TileConfig::Dense(t) if t.share_bound && !t.seed));
         assert!(!ranked[0].serves(Some(entkv_abi::Selector::Pruned)));
         // Refined for the page-pruned walk, a seeded refinement is a `_pw` tile, an unseeded one
         // is not.
