@@ -427,9 +427,15 @@ impl DenseTile {
             // 196.5 / 406.1 / 1667 µs against 229.7 / 440.2 / 1770 in one H100 tuner run
             // (results/2026-12-05-refresh/2-bench). The pruned walk keeps one token a lane
             // ([`DenseTile::default_certified_pruned`]).
+            //
+            // And the sketch sums on the integer tensor cores (`_im`): 0.90× the `dp4a` pass at
+            // 1M on this tile (1491 → 1345 µs), 0.91× at 128k on its four-CTA plan twin (386 →
+            // 350), the certified step 0.390 → 0.336 ms at 128k and 1.546 → 1.372 at 1M tuned
+            // (an H100; results/2026-12-07-im/1-ab).
             return DenseTile {
                 score_min_blocks: 0,
                 mma: mma_takes(spec),
+                sketch_mma: mma_takes(spec),
                 ..tile
             };
         }

@@ -229,30 +229,31 @@ fn grid(family: KernelFamily, spec: &PagedSpec, default: &TileConfig) -> Vec<Til
                     .filter(|t| t.lanes_per_token == 1)
                     .map(flip_mma)
                     .collect();
-                // And the sketch sums on the tensor cores (`_im`) on each tensor-core point and
-                // the default's shape seeded and rescoring on the tensor cores, there also at the
-                // occupancy floors of three and four CTAs an SM, one token a lane too (invalid
-                // ones, f32 keys, drop out): at `wide` the `dp4a` pass spills 792 B at three
-                // (two tokens a lane), the `_im` pass none (local ptxas 13).
+                // And the other choice of the sketch sums on the tensor cores (`_im`: off at
+                // `wide`, whose default takes them, on elsewhere) on the default, the seeded and
+                // the tensor-core points; and `_im` on the default's shape seeded, rescoring on
+                // the tensor cores, at occupancy floors of three and four CTAs an SM, one token
+                // a lane too (invalid ones drop out): at `wide` the `dp4a` pass spills 792 B at
+                // three (two tokens a lane), the `_im` pass none (local ptxas 13).
                 let im_floors = [3, 4].map(|score_min_blocks| DenseTile {
                     score_min_blocks,
+                    share_bound: true,
+                    seed: true,
                     mma: true,
-                    ..flip_seed(def)
+                    sketch_mma: true,
+                    ..def
                 });
-                let im: Vec<DenseTile> = tc
-                    .iter()
-                    .copied()
+                let im: Vec<DenseTile> = std::iter::once(def)
+                    .chain(seeded.iter().copied())
+                    .chain(tc.iter().copied())
                     .chain(one_token.iter().copied())
+                    .map(flip_sketch_mma)
                     .chain(im_floors.iter().copied())
                     .chain(im_floors.map(|t| DenseTile {
                         tokens_per_group: 1,
                         ..t
                     }))
                     .filter(|t| t.lanes_per_token == 1)
-                    .map(|t| DenseTile {
-                        sketch_mma: true,
-                        ..t
-                    })
                     .collect();
                 // And every seeded point as the page-pruned walk's (`_pw`, timed in that walk's
                 // row only: `Space::for_selector`); invalid and spilling ones drop out as usual.
