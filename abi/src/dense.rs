@@ -430,12 +430,17 @@ impl DenseTile {
             //
             // And the sketch sums on the integer tensor cores (`_im`): 0.90× the `dp4a` pass at
             // 1M on this tile (1491 → 1345 µs), 0.91× at 128k on its four-CTA plan twin (386 →
-            // 350), the certified step 0.390 → 0.336 ms at 128k and 1.546 → 1.372 at 1M tuned
-            // (an H100; results/2026-12-07-im/1-ab).
+            // 350; results/2026-12-07-im/1-ab), with split plans for two CTAs an SM (what its
+            // 254 registers allow): 345.8 / 1355.0 µs at 128k / 1M against 389.0 / 1386.2 for
+            // three, and the page-pruned walk's one token a lane 372.2 / 1452.1 against 394.7 /
+            // 1502.9 (an H100 tuner run, results/2026-12-07-im/2-default; three was the best
+            // plan for the `dp4a` pass).
+            let im = mma_takes(spec);
             return DenseTile {
                 score_min_blocks: 0,
-                mma: mma_takes(spec),
-                sketch_mma: mma_takes(spec),
+                mma: im,
+                sketch_mma: im,
+                ctas_per_sm: if im { 2 } else { tile.ctas_per_sm },
                 ..tile
             };
         }
