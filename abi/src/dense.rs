@@ -434,7 +434,9 @@ impl DenseTile {
             // 254 registers allow): 345.8 / 1355.0 µs at 128k / 1M against 389.0 / 1386.2 for
             // three, and the page-pruned walk's one token a lane 372.2 / 1452.1 against 394.7 /
             // 1502.9 (an H100 tuner run, results/2026-12-07-im/2-default; three was the best
-            // plan for the `dp4a` pass).
+            // plan for the `dp4a` pass). Untuned steps, c3 → c2: certified 0.410 → 0.290 ms at
+            // 128k, 1.411 → 1.371 at 1M; certified-pruned 0.460 → 0.354 and 1.839 → 1.775
+            // (results/2026-12-07-im/3-plan).
             let im = mma_takes(spec);
             return DenseTile {
                 score_min_blocks: 0,
