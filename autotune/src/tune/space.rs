@@ -662,8 +662,10 @@ mod tests {
     }
 
     /// The certified pass over 4-bit sketches is timed with head-bound sharing flipped, and
-    /// seeded, on its default and small-CTA points, each also rescoring on the tensor cores, and
-    /// refined with the best's tensor cores, then its sharing, then its seeding, flipped first;
+    /// seeded, on its default and small-CTA points, each also rescoring on the tensor cores and
+    /// with the other choice of sketch sums on the tensor cores (`_im`, also at occupancy
+    /// floors), and refined with the best's sketch sums, tensor cores, sharing, then seeding,
+    /// flipped first;
     /// the page-pruned walk times the seeded points as `_pw` twins, which the full walk does not
     /// time; no other family gets sharing or seeding, and GQA 8 counts those points invalid
     /// (registers).
