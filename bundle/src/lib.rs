@@ -42,8 +42,10 @@ pub use writer::{BundleMeta, BundleWriter};
 /// corrupt), 12 the certified tiles' optional `pruned_walk` (`_pw`: a seeded tile that also
 /// serves the page-pruned walk, seeded; its entries add that walk's passes, which take
 /// `repair, gate`, and `certified_seed_scores_pruned`; a schema-11 reader would drop the field
-/// and fail the digest).
-pub const SCHEMA_VERSION: u32 = 12;
+/// and fail the digest), 13 the certified tiles' optional `sketch_mma` (`_im`: the sketch sums
+/// on the integer tensor cores; same entries and arguments; a schema-12 reader would drop the
+/// field and fail the digest).
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// The first schema whose seeded certified rows list (and whose modules hold) the full walk's
 /// entries only; older seeded rows also list the page-pruned walk's, which are never launched.
@@ -52,12 +54,15 @@ pub const SEEDED_FULL_WALK_ONLY_SCHEMA: u32 = 11;
 /// The first schema whose certified tiles may carry `pruned_walk` (`_pw`).
 pub const SEEDED_PRUNED_WALK_SCHEMA: u32 = 12;
 
+/// The first schema whose certified tiles may carry `sketch_mma` (`_im`).
+pub const SKETCH_MMA_SCHEMA: u32 = 13;
+
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild. Schemas 6 to 11 differ from 12 only by the absent `mma`,
-/// `seed`, `pruned_walk` and `lookahead` (false), by never rescoring on the tensor cores and by
-/// the seeded rows' two extra entries before 11: their kernels are today's.
+/// refused with a request to rebuild. Schemas 6 to 12 differ from 13 only by the absent `mma`,
+/// `seed`, `pruned_walk`, `lookahead` and `sketch_mma` (false), by never rescoring on the tensor
+/// cores and by the seeded rows' two extra entries before 11: their kernels are today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

@@ -1246,3 +1246,43 @@ fn seeded_pruned_walk_rows_and_schema_11() {
     let e = Bundle::open(&t.0).unwrap_err().to_string();
     assert!(e.contains("`_pw`") && e.contains("schema-11"), "{e}");
 }
+
+/// Schema 13: a certified tile may take its sketch sums on the tensor cores (`_im`, `wide`'s
+/// default); its entries are the tile's without it. A schema-12 manifest with such a row is
+/// refused (a schema-12 reader would drop the field).
+#[test]
+fn sketch_mma_rows_and_schema_12() {
+    let f = KernelFamily::DecodeCertified;
+    let wide = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();
+    assert!(
+        matches!(f.default_tile(&wide), TileConfig::Dense(t) if t.sketch_mma),
+        "`wide`'s default takes `_im`"
+    );
+    let s4 = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+    let TileConfig::Dense(def) = f.default_tile(&s4) else {
+        unreachable!()
+    };
+    let tile = TileConfig::Dense(DenseTile {
+        sketch_mma: true,
+        ..def
+    });
+    assert_eq!(
+        tile.entries(f, &s4).unwrap().len(),
+        TileConfig::Dense(def).entries(f, &s4).unwrap().len()
+    );
+    let mut w = BundleWriter::new(meta());
+    w.add_spec(s4);
+    add_default_rows(&mut w, &s4, &[]);
+    let module = add_tuned_tile_row(&mut w, f, &s4, tile);
+    assert!(module.contains("_im"), "{module}");
+    let t = TempDir::new("sketch_mma");
+    w.finish().unwrap().write_dir(&t.0).unwrap();
+    let b = Bundle::open(&t.0).unwrap();
+    assert_eq!(b.resolve(f, &s4, 1000, None).unwrap().row.tile, tile);
+    assert!(String::from_utf8(std::fs::read(t.0.join(MANIFEST_FILE)).unwrap())
+        .unwrap()
+        .contains("\"sketch_mma\": true"));
+    edit_manifest(&t.0, |m| m.schema_version = 12);
+    let e = Bundle::open(&t.0).unwrap_err().to_string();
+    assert!(e.contains("`_im`") && e.contains("schema-12"), "{e}");
+}

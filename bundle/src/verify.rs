@@ -4,7 +4,7 @@
 use crate::{
     manifest_digest, rfc3339_utc, sha256_hex, valid_artifact_name, Bucket, Bundle, BundleError, Manifest,
     RowSource, TableRow, MANIFEST_FILE, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SEEDED_FULL_WALK_ONLY_SCHEMA,
-    SEEDED_PRUNED_WALK_SCHEMA,
+    SEEDED_PRUNED_WALK_SCHEMA, SKETCH_MMA_SCHEMA,
 };
 use entkv_abi::pipeline::{certified_rest_entry, certified_selected_entry};
 use entkv_abi::{
@@ -343,6 +343,12 @@ fn check_row(
         if t.pruned_walk && schema_version < SEEDED_PRUNED_WALK_SCHEMA {
             return Err(format!(
                 "tile {} serves the page-pruned walk seeded (`_pw`), which schema {SEEDED_PRUNED_WALK_SCHEMA} introduced (this is a schema-{schema_version} manifest)",
+                row.tile.tag()
+            ));
+        }
+        if t.sketch_mma && schema_version < SKETCH_MMA_SCHEMA {
+            return Err(format!(
+                "tile {} takes its sketch sums on the tensor cores (`_im`), which schema {SKETCH_MMA_SCHEMA} introduced (this is a schema-{schema_version} manifest)",
                 row.tile.tag()
             ));
         }
