@@ -152,6 +152,22 @@ pub struct DenseTile {
     pub sketch_mma: bool,
 }
 
+/// Why tile knob `knob` (its name and tag) cannot be on for this pass, if it is not the certified
+/// pass over 4-bit sketches: the knobs of that pass's warp stream and sketch sums.
+fn certified_4bit_only(knob: &str, certified: bool, spec: &PagedSpec) -> Option<String> {
+    (!certified || !spec.sketch_token_grid()).then(|| {
+        format!(
+            "{knob} is a tile of the certified pass over 4-bit sketches only (this is {}, {}-bit)",
+            if certified {
+                "the certified pass"
+            } else {
+                "a dense or sparse decode"
+            },
+            spec.sketch_bits
+        )
+    })
+}
+
 /// Whether the sparse score pass looks up the next chunk's pages ahead on every tile: f16 keys,
 /// one head a group, no ALiBi. There the lookahead took registers from 74 to 60 at d = 32 and
 /// made the pass 5–10% faster; elsewhere it cost registers and spilled at some tiles
@@ -547,25 +563,19 @@ impl DenseTile {
             });
         }
         if self.sketch_mma {
-            let why = if !certified || !spec.sketch_token_grid() {
-                Some(format!(
-                    "sketch_mma (`_im`) is a tile of the certified pass over 4-bit sketches only (this is {}, {}-bit)",
-                    if certified { "the certified pass" } else { "a dense or sparse decode" },
-                    spec.sketch_bits
-                ))
-            } else if self.lanes_per_token != 1
-                || spec.decode.group > SKETCH_MMA_MAX_GROUP
-                || spec.decode.head_dim % 32 != 0
-            {
-                Some(format!(
-                    "sketch_mma (`_im`) needs one lane a token, GQA ≤ {SKETCH_MMA_MAX_GROUP} (two of the \
-                     tensor tile's 8 columns a head) and a head dim that is a multiple of 32 \
-                     (lanes_per_token {}, group {}, head_dim {})",
-                    self.lanes_per_token, spec.decode.group, spec.decode.head_dim
-                ))
-            } else {
-                None
-            };
+            let shape_fits = self.lanes_per_token == 1
+                && spec.decode.group <= SKETCH_MMA_MAX_GROUP
+                && spec.decode.head_dim % 32 == 0;
+            let why = certified_4bit_only("sketch_mma (`_im`)", certified, spec).or_else(|| {
+                (!shape_fits).then(|| {
+                    format!(
+                        "sketch_mma (`_im`) needs one lane a token, GQA ≤ {SKETCH_MMA_MAX_GROUP} (two of the \
+                         tensor tile's 8 columns a head) and a head dim that is a multiple of 32 \
+                         (lanes_per_token {}, group {}, head_dim {})",
+                        self.lanes_per_token, spec.decode.group, spec.decode.head_dim
+                    )
+                })
+            });
             if let Some(reason) = why {
                 return Err(SpecError::BadTile {
                     kernel: "decode_certified",
@@ -607,12 +617,8 @@ impl DenseTile {
         if !self.share_bound {
             return Ok(());
         }
-        let reason = if !certified || !spec.sketch_token_grid() {
-            format!(
-                "share_bound (`_h`) is a tile of the certified pass over 4-bit sketches only (this is {}, {}-bit)",
-                if certified { "the certified pass" } else { "a dense or sparse decode" },
-                spec.sketch_bits
-            )
+        let reason = if let Some(why) = certified_4bit_only("share_bound (`_h`)", certified, spec) {
+            why
         } else if spec.decode.group > MAX_SHARE_BOUND_GROUP {
             format!(
                 "share_bound (`_h`) needs GQA ≤ {MAX_SHARE_BOUND_GROUP} (group {}: registers)",

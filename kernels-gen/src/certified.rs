@@ -434,7 +434,7 @@ fn score_pass(
         // chunk's `tgroup + r·token_groups`: a warp's loads of one `r` are whole rows of 32 tokens).
         let load_token = |k: &mut KernelBuilder, c0: Expr, r: usize| {
             let tok = &tokens[r];
-            let (t, valid, code_at, range_at) = match pages.get(r) {
+            let (t, valid, words, range_at) = match pages.get(r) {
                 // The looked-up page is token 0's where this one is out of range, as `t` is.
                 Some(page) => {
                     let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
@@ -443,31 +443,29 @@ fn score_pass(
                     let t = k.let_("t", select(valid, c, 0i32).i64());
                     let block = k.let_("sk_block", ctx.src.page_block(page.e()));
                     let slot = k.let_("sk_slot", (c & (spec.page_size as i32 - 1)).i64());
-                    if let Some(sm) = &ctx.sketch_mma {
+                    let words = match &ctx.sketch_mma {
                         // The A words of the round: rows of the warp's other tokens, whose
                         // pages their owners looked up.
-                        let code_at = |k: &mut KernelBuilder, owner: Expr| -> Expr {
-                            let page = k.shuffle(ShuffleMode::Idx, *page, owner.clone());
-                            // The owner's iteration index: this lane's, moved by their lanes'.
-                            let c = k.let_("ci_im", c + owner.i32() - sm.lane.i32());
-                            let block = ctx.src.page_block(page.e());
-                            page_meta::sketch_code_in(spec, block, (c & (spec.page_size as i32 - 1)).i64())
-                        };
-                        match sm.load_words(k, spec, ctx.sketch, &code_at) {
-                            Ok(words) => {
-                                for (dst, w) in tok.words.iter().zip(words) {
-                                    k.assign(*dst, w);
-                                }
-                            }
-                            Err(e) => {
-                                err.replace(Some(e));
-                            }
+                        Some(sm) => {
+                            let code_at = |k: &mut KernelBuilder, owner: Expr| -> Expr {
+                                let page = k.shuffle(ShuffleMode::Idx, *page, owner.clone());
+                                // The owner's iteration index: this lane's, moved by their lanes'.
+                                let c = k.let_("ci_im", c + owner.i32() - sm.lane.i32());
+                                let block = ctx.src.page_block(page.e());
+                                page_meta::sketch_code_in(
+                                    spec,
+                                    block,
+                                    (c & (spec.page_size as i32 - 1)).i64(),
+                                )
+                            };
+                            sm.load_words(k, spec, ctx.sketch, &code_at)
                         }
-                    }
+                        None => ctx.sketch_words(k, page_meta::sketch_code_in(spec, block.e(), slot.e())),
+                    };
                     (
                         t,
                         valid,
-                        page_meta::sketch_code_in(spec, block.e(), slot.e()),
+                        words,
                         page_meta::sketch_range_in(spec, block.e(), slot.e()),
                     )
                 }
@@ -483,15 +481,10 @@ fn score_pass(
                     (
                         t,
                         valid,
-                        page_meta::sketch_code_at(spec, sketch_row),
+                        ctx.sketch_words(k, page_meta::sketch_code_at(spec, sketch_row)),
                         page_meta::sketch_range_at(spec, sketch_row),
                     )
                 }
-            };
-            let words = if ctx.sketch_mma.is_some() {
-                Ok(Vec::new()) // in the round's layout, above
-            } else {
-                ctx.sketch_words(k, code_at)
             };
             match words {
                 Ok(words) => {
@@ -934,12 +927,12 @@ impl SketchMma {
         code_at: &dyn Fn(&mut KernelBuilder, Expr) -> Expr,
     ) -> Result<Vec<Var>, KernelGenError> {
         let quarter = self.head_dim / 4;
+        let first = k.let_("im_first", self.t * quarter);
         let mut words = Vec::new();
         for tile in 0..2 {
             for half in 0..2 {
                 let owner = k.let_("im_owner", self.owner(tile, half));
                 let at = code_at(k, owner.e());
-                let first = k.let_("im_first", self.t * quarter);
                 words.extend(page_meta::emit_sketch_words_from(
                     k, spec, sketch, at, first, quarter,
                 )?);
@@ -991,7 +984,7 @@ impl SketchMma {
             k.if_(writes, store);
         }
         k.warp_sync();
-        let at = k.let_("im_at", self.warp_base + k.lane() * group);
+        let at = k.let_("im_at", self.warp_base + self.lane * group);
         if matches!(group, 1 | 2 | 4) {
             k.load_vec("im_sum", self.sums, at, group)
         } else {
