@@ -1,0 +1,18 @@
+# Device call for an H200 only: the benchmark run behind docs/benchmarks.md at 661f66b (main:
+# `wide`'s certified defaults with `_im` planned for two CTAs an SM, the seeded page-pruned walk;
+# .gpu/ab.txz, build old/), as results/2026-12-07-im/4-docs/call.sh: scripts/bench-gpu.sh (`paper`
+# autotuned, paper, peaked, sweep, SDPA), `gqa` and `wide` autotuned and benched beside SDPA by
+# scripts/bench-workloads.sh, then the GPU suite. On any other card it records the card and stops.
+PACK=.gpu/ab.txz BUILD=old; source scripts/device-call.sh
+if ! grep -q H200 $W/nvidia-smi.txt; then
+  echo "not an H200: $(cat $W/nvidia-smi.txt)"; exit 0
+fi
+cp -P .gpu/s/entkv .gpu/s/autotune .gpu/
+ph bench 200 bash scripts/bench-gpu.sh $W/bench
+snap
+ph workloads-gqa 150 bash scripts/bench-workloads.sh $W gqa
+snap
+ph workloads-wide 160 bash scripts/bench-workloads.sh $W wide
+snap
+ph gpu-check-small 80 .gpu/entkv gpu-check --small-only --out $W/gpu-check
+grep -E '^gpu-check:' $W/gpu-check-small.log; grep -E " FAIL " $W/gpu-check-small.log | head -8
