@@ -33,7 +33,11 @@
 //!     *range words*, the token's own min and max over its dimensions rounded outward to bf16
 //!     (`crate::meta::pack_sketch_range`): `lo_i`, `hi_i` are those for every dimension, so a
 //!     consumer needs no per-page terms. `PagedSpec::sketch_code_at` / `sketch_range_at`
-//!     address them.
+//!     address them. For head dims ≥ [`SKETCH_NORM_MIN_DIM`] (`PagedSpec::sketch_norm`) then
+//!     come `page_size` *norm words*: an f32 `r ≥ ‖k − k̂‖₂` over the token's dimensions
+//!     (`k̂_i = lo + code_i·step`, rounded up with margin for every f32 rounding of its
+//!     computation, +∞ where it cannot be bounded so), so that `|q·(k − k̂)| ≤ ‖q‖₂·r` can
+//!     replace `Σ|q_i|·step/2` where smaller (`sketch_norm_at`).
 //! - `meta_box`: u32, one 64-byte-aligned block per (page, KV head), the *page box sketch*:
 //!   `meta_bounds`' min and max rows as 4-bit codes rounded outward on each row's own grid
 //!   (`crate::meta` defines it). Words `2j`, `2j + 1` hold the min and the max codes of
@@ -128,10 +132,19 @@ impl PagedSpec {
     pub fn sketch_token_grid(&self) -> bool {
         self.sketch_bits == 4
     }
+    /// Whether a per-token grid also stores each token's residual norm (`head_dim ≥`
+    /// [`SKETCH_NORM_MIN_DIM`]): its bound rules out about 2.6× fewer tokens' rows at d = 128,
+    /// for 4 B a token more (results/2026-12-07-im/6-l2-model); at d = 32 it would save less
+    /// than it reads.
+    pub fn sketch_norm(&self) -> bool {
+        self.sketch_token_grid() && self.decode.head_dim >= SKETCH_NORM_MIN_DIM
+    }
     /// u32 words of one (page, KV head) block of `sketch`: the `page_size` code rows, then, on
-    /// a per-token grid, the `page_size` range words.
+    /// a per-token grid, the `page_size` range words, and the `page_size` norm words where
+    /// [`PagedSpec::sketch_norm`].
     pub fn sketch_block_words(&self) -> u32 {
-        self.page_size * (self.sketch_words() + u32::from(self.sketch_token_grid()))
+        self.page_size
+            * (self.sketch_words() + u32::from(self.sketch_token_grid()) + u32::from(self.sketch_norm()))
     }
     /// u32 words of the codes of one (page, KV head) block of `meta_box`: both rows,
     /// interleaved a word each (`head_dim/8` words a row).
@@ -156,14 +169,21 @@ impl PagedSpec {
     /// `(page·kv_heads + head)·P + slot`): 16-byte aligned.
     pub fn sketch_code_at(&self, row: u64) -> u64 {
         let p = self.page_size as u64;
-        row * self.sketch_words() as u64 + if self.sketch_token_grid() { row / p * p } else { 0 }
+        row / p * self.sketch_block_words() as u64 + row % p * self.sketch_words() as u64
     }
     /// Word index of sketch row `row`'s range word (per-token grid only).
     pub fn sketch_range_at(&self, row: u64) -> u64 {
         let p = self.page_size as u64;
         row / p * self.sketch_block_words() as u64 + p * self.sketch_words() as u64 + row % p
     }
+    /// Word index of sketch row `row`'s norm word ([`PagedSpec::sketch_norm`] only).
+    pub fn sketch_norm_at(&self, row: u64) -> u64 {
+        self.sketch_range_at(row) + self.page_size as u64
+    }
 }
+
+/// Smallest head dim whose 4-bit sketch stores norm words ([`PagedSpec::sketch_norm`]).
+pub const SKETCH_NORM_MIN_DIM: u32 = 128;
 
 /// Sizes of a paged cache and of a batch using it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -371,6 +391,16 @@ mod tests {
         );
         assert!(PagedSpec::new(s.decode, 24, false, 4).is_err());
         assert!(PagedSpec::new(s.decode, 16, false, 3).is_err());
+        // d = 128 at 4 bits: 16 code words, a range word and a norm word a token.
+        let wide = PagedSpec::new(DecodeSpec::new(1.5, 128, 4, DType::BF16).unwrap(), 32, false, 4).unwrap();
+        assert!(wide.sketch_norm() && !s.sketch_norm() && !s8.sketch_norm());
+        assert_eq!(wide.sketch_block_words(), 32 * (16 + 2));
+        assert_eq!(wide.sketch_bytes_per_token(), 72);
+        // Block 5, slot 3: codes after five blocks of 576 words, then 512 code words and 32
+        // range words before the norm words.
+        assert_eq!(wide.sketch_code_at(5 * 32 + 3), 5 * 576 + 3 * 16);
+        assert_eq!(wide.sketch_range_at(5 * 32 + 3), 5 * 576 + 512 + 3);
+        assert_eq!(wide.sketch_norm_at(5 * 32 + 3), 5 * 576 + 544 + 3);
     }
 
     #[test]

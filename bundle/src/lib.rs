@@ -44,8 +44,11 @@ pub use writer::{BundleMeta, BundleWriter};
 /// `repair, gate`, and `certified_seed_scores_pruned`; a schema-11 reader would drop the field
 /// and fail the digest), 13 the certified tiles' optional `sketch_mma` (`_im`: the sketch sums
 /// on the integer tensor cores; same entries and arguments; a schema-12 reader would drop the
-/// field and fail the digest).
-pub const SCHEMA_VERSION: u32 = 13;
+/// field and fail the digest), 14 the 4-bit sketch's norm words at head dims ≥ 128
+/// (`entkv_abi::PagedSpec::sketch_norm`: larger sketch blocks, which a schema-13 reader's engine
+/// would allocate too small; a schema-13 bundle's kernels of such specs use its own smaller
+/// blocks throughout, so it still reads).
+pub const SCHEMA_VERSION: u32 = 14;
 
 /// The first schema whose seeded certified rows list (and whose modules hold) the full walk's
 /// entries only; older seeded rows also list the page-pruned walk's, which are never launched.
@@ -60,9 +63,11 @@ pub const SKETCH_MMA_SCHEMA: u32 = 13;
 /// The oldest schema this crate reads: the `page_meta` and `page_bounds` kernels of older
 /// bundles take other arguments (schemas 1–4: no page box sketch; 5: `page_bounds` without
 /// `heads_log2`), so launching them with today's arguments would be undefined; they are
-/// refused with a request to rebuild. Schemas 6 to 12 differ from 13 only by the absent `mma`,
+/// refused with a request to rebuild. Schemas 6 to 13 differ from 14 only by the absent `mma`,
 /// `seed`, `pruned_walk`, `lookahead` and `sketch_mma` (false), by never rescoring on the tensor
-/// cores and by the seeded rows' two extra entries before 11: their kernels are today's.
+/// cores, by the seeded rows' two extra entries before 11 and by 4-bit sketches without norm
+/// words before 14 (their `page_meta` and certified kernels agree on that layout): their
+/// kernels are otherwise today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

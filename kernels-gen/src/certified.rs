@@ -395,6 +395,7 @@ fn score_pass(
                         .map(|_| k.let_typed("skw", Scalar::U32, 0u32))
                         .collect(),
                     range: grid.then(|| k.let_typed("skr", Scalar::U32, 0u32)),
+                    norm: spec.sketch_norm().then(|| k.let_typed("skn", Scalar::U32, 0u32)),
                 }
             })
             .collect();
@@ -494,8 +495,13 @@ fn score_pass(
                         k.assign(*dst, w);
                     }
                     if let Some(r) = tok.range {
-                        let w = k.let_("range_word", ctx.sketch.at(range_at));
+                        let w = k.let_("range_word", ctx.sketch.at(range_at.clone()));
                         k.assign(r, w);
+                    }
+                    if let Some(n) = tok.norm {
+                        // The norm words follow the block's range words (`sketch_norm_in`).
+                        let w = k.let_("norm_word", ctx.sketch.at(range_at + spec.page_size as i64));
+                        k.assign(n, w);
                     }
                 }
                 Err(e) => {
@@ -750,6 +756,8 @@ struct ChunkToken {
     words: Vec<Var>,
     /// The token's range word (per-token grid).
     range: Option<Var>,
+    /// The token's norm word (`PagedSpec::sketch_norm`).
+    norm: Option<Var>,
 }
 
 struct BoundCtx<'a> {
@@ -1030,6 +1038,8 @@ struct Terms {
     qabs: Option<Buf>,
     /// Per-token grid: the scalar terms of each head, held in registers.
     held: Option<Vec<HeldTerms>>,
+    /// With norm words: per head `[half, quant, qnorm]` ([`NormTerms`]).
+    norm: Option<Buf>,
     /// Per-token grid: q' of every head in f32 (`[group, d]`), for the rescoring: a row of it
     /// from global memory is f16 loads, conversions and a scaling a dimension.
     q: Option<Buf>,
@@ -1044,6 +1054,21 @@ struct HeldTerms {
     eps: Var,
     /// `Σ|q'_i|·slack`.
     qabs_slack: Var,
+    /// With norm words (`PagedSpec::sketch_norm`): `eps`'s two parts and `‖q'‖₂`.
+    norm: Option<NormTerms>,
+}
+
+/// A head's terms for the residual-norm bound (`PagedSpec::sketch_norm`): a token's
+/// `|Σ q'_i·(k_i − k̂_i)| ≤ min(step·half, qnorm·r)` (`r` its norm word, Cauchy–Schwarz), to
+/// which `step·quant` (the integer weights' error) is added as to the L1 bound.
+#[derive(Clone, Copy)]
+struct NormTerms {
+    /// `Σ|q'_i|/2`, grown by 10⁻⁶.
+    half: Var,
+    /// `E`, [`PackedWeights::quant_term`].
+    quant: Var,
+    /// `‖q'‖₂` rounded up (+∞ where its square is below 2⁻¹⁰⁰).
+    qnorm: Var,
 }
 
 /// Most q' registers a lane holds across the pass for the page terms.
@@ -1195,6 +1220,11 @@ impl Terms {
                     base: k.let_typed("h_base", Scalar::F32, 0.0),
                     eps: k.let_typed("h_eps", Scalar::F32, 0.0),
                     qabs_slack: k.let_typed("h_qabs_slack", Scalar::F32, 0.0),
+                    norm: spec.sketch_norm().then(|| NormTerms {
+                        half: k.let_typed("h_half", Scalar::F32, 0.0),
+                        quant: k.let_typed("h_quant", Scalar::F32, 0.0),
+                        qnorm: k.let_typed("h_qnorm", Scalar::F32, 0.0),
+                    }),
                 })
                 .collect()
         });
@@ -1206,6 +1236,9 @@ impl Terms {
             base: k.shared("terms_base", Scalar::F32, heads),
             eps: k.shared("terms_eps", Scalar::F32, heads),
             qabs: grid.then(|| k.shared("terms_qabs", Scalar::F32, heads)),
+            norm: spec
+                .sketch_norm()
+                .then(|| k.shared("terms_norm", Scalar::F32, 3 * group)),
             q: grid.then(|| k.shared("terms_q", Scalar::F32, group * d)),
             pages,
             split,
@@ -1306,7 +1339,17 @@ impl BoundCtx<'_> {
                         let scaled = h.scale * tot[per_head * g].f32();
                         let s = k.let_("shat", fma(step, scaled, lo * h.base));
                         let mag = fma(lo.abs().max(hi.abs()), h.qabs_slack, h.qabs_slack);
-                        let eps = k.let_("eps", fma(step, h.eps, mag));
+                        let eps = match (tok.norm, h.norm) {
+                            (Some(word), Some(n)) => {
+                                // The smaller of the L1 and the residual-norm bound (`l2` is
+                                // NaN or +∞ where it does not hold: the comparison keeps L1).
+                                let l1 = k.let_("l1", step * n.half);
+                                let l2 = k.let_("l2", n.qnorm * word.e().bitcast(Scalar::F32));
+                                let e = select(l2.lt(l1), l2, l1);
+                                k.let_("eps", fma(step, n.quant, e) + mag)
+                            }
+                            _ => k.let_("eps", fma(step, h.eps, mag)),
+                        };
                         (s, eps)
                     }
                     _ => {
@@ -1530,7 +1573,11 @@ impl BoundCtx<'_> {
             let (q, qabs) = query_slice(k, qr, g as usize, first, dims, tm.split);
             let sum = q.iter().fold(f32c(0.0), |acc, x| acc + *x);
             let wmax = q.iter().fold(f32c(0.0), |acc, x| acc.max(x.abs()));
-            let sums = k.warp_allreduce_width(&[(Reduce::Sum, sum), (Reduce::Max, wmax)], tm.split);
+            let mut items = vec![(Reduce::Sum, sum), (Reduce::Max, wmax)];
+            if tm.norm.is_some() {
+                items.push((Reduce::Sum, q.iter().fold(f32c(0.0), |acc, x| fma(*x, *x, acc))));
+            }
+            let sums = k.warp_allreduce_width(&items, tm.split);
             let pw = pack_weights(k, self.spec.sketch_bits, &q, sums[1]);
             k.if_(used, |k| {
                 if let Some(qs) = tm.q {
@@ -1541,10 +1588,23 @@ impl BoundCtx<'_> {
                 page_meta::store_run(k, tm.words, at.e(), &pw.hi);
                 page_meta::store_run(k, tm.words, at + d / 4, &pw.lo);
                 k.if_(sub.eq_(0u32), |k| {
+                    let half = k.let_("half", qabs * (0.5 * (1.0 + 1e-6)));
+                    let quant = k.let_("quant", pw.quant_term(levels, d));
                     k.store(tm.base, g, sums[0]);
-                    k.store(tm.eps, g, qabs * (0.5 * (1.0 + 1e-6)) + pw.quant_term(levels, d));
+                    k.store(tm.eps, g, half + quant);
                     k.store(tm.scale, g, pw.scale);
                     k.store(qabs_buf, g, qabs);
+                    if let Some(nb) = tm.norm {
+                        // `‖q'‖₂` up by `(d + 8)·2⁻²³` (the squares' sum, the root and the
+                        // product with `r`); +∞ (the L1 bound alone) where the squares could
+                        // have underflowed.
+                        let sq = sums[2];
+                        let up = 1.0 + (d as f64 + 8.0) * (2.0f64).powi(-23);
+                        let qnorm = select(sq.ge((2.0f64).powi(-100)), sq.sqrt() * up, f32c(f64::INFINITY));
+                        k.store(nb, 3 * g, half);
+                        k.store(nb, 3 * g + 1, quant);
+                        k.store(nb, 3 * g + 2, qnorm);
+                    }
                 });
             });
         }
@@ -1562,6 +1622,11 @@ impl BoundCtx<'_> {
             k.assign(h.base, tm.base.at(g));
             k.assign(h.eps, tm.eps.at(g));
             k.assign(h.qabs_slack, qabs_buf.at(g) * self.slack);
+            if let (Some(n), Some(nb)) = (h.norm, tm.norm) {
+                k.assign(n.half, nb.at(3 * g));
+                k.assign(n.quant, nb.at(3 * g + 1));
+                k.assign(n.qnorm, nb.at(3 * g + 2));
+            }
         }
     }
 

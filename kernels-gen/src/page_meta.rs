@@ -211,6 +211,49 @@ fn row_grid(k: &mut KernelBuilder, vals: &[Var], lanes: u32) -> (Expr, Var, Var)
     ((lo_bits >> 16u32) | hi_bits, lo, hi)
 }
 
+/// Smallest grid step whose token gets a finite residual norm: below it the scaled errors'
+/// arithmetic could leave the normal f32 range (the pass then uses the L1 bound alone).
+const NORM_MIN_STEP: f64 = 8.673617379884035e-19; // 2⁻⁶⁰
+
+/// An f32 `r ≥ ‖k − k̂‖₂` over a token's row (`vals` and `codes` this thread's part, spread over
+/// `lanes` adjacent threads; `k̂_i = lo + code_i·step` in reals), or +∞ for a step below
+/// [`NORM_MIN_STEP`] (`entkv_abi::paged`'s norm words). In steps, so that no square
+/// underflows: `u_i = (k_i − fma(code_i, step, lo))·(1/step)`, `r = step·√Σu_i²` grown by
+/// `2⁻¹⁵` relative (the sum's, the root's and the products' roundings: at most `(d + 6)·2⁻²⁴`
+/// for d ≤ 256) plus `√d·2⁻²⁰·max(|lo|, |hi|) + 2⁻¹²⁵` absolute (the reconstruction's
+/// roundings, `≤ 2⁻²³·max(|lo|, |hi|)` a dimension, and a flushed product). Shuffles over the
+/// lane group: every thread of the warp must call it.
+fn residual_norm(
+    k: &mut KernelBuilder,
+    spec: &PagedSpec,
+    vals: &[Var],
+    codes: &[Var],
+    lo: Var,
+    hi: Var,
+    lanes: u32,
+) -> Var {
+    let step = k.let_("n_step", emit_sketch_step(spec.sketch_bits, lo, hi));
+    let finite = k.let_("n_finite", step.ge(NORM_MIN_STEP));
+    let inv = k.let_("n_inv", select(finite, step.rcp(), 0.0f32));
+    let mut ss = k.let_(
+        "n_ss",
+        vals.iter().zip(codes).fold(f32c(0.0), |acc, (x, c)| {
+            let u = (*x - fma(c.cast(Scalar::F32), step, lo)) * inv;
+            fma(u.clone(), u, acc)
+        }),
+    );
+    let mut off = 1;
+    while off < lanes {
+        let other = k.shuffle(ShuffleMode::Xor, ss, u32c(off as u64));
+        ss = k.let_("n_ss", ss + other);
+        off *= 2;
+    }
+    let d = spec.decode.head_dim as f64;
+    let abs_err = lo.abs().max(hi.abs()) * (d.sqrt() * (2.0f64).powi(-20)) + (2.0f64).powi(-125);
+    let r = step * ss.sqrt() * (1.0 + (2.0f64).powi(-15)) + abs_err;
+    k.let_("n_r", select(finite, r, f32c(f64::INFINITY)))
+}
+
 /// Store `vals` (consecutive elements from `at`, `at` a multiple of the vector length) with
 /// the widest vector stores that fit.
 pub(crate) fn store_run(k: &mut KernelBuilder, buf: Buf, at: Expr, vals: &[Expr]) {
@@ -446,6 +489,7 @@ fn emit_page_head(
     let block = k.let_("sk_block", ph * spec.sketch_block_words() as i64);
     let sk_at = k.let_("sk_at", block + tid.i64() * words_per_chunk as i64);
     for (j, row) in rows.iter().enumerate() {
+        let mut grid = None;
         let row_quant: Vec<Quant> = if spec.sketch_token_grid() {
             // The token's own range: its row is spread over `lanes` adjacent threads.
             let (range, lo, hi) = row_grid(k, row, lanes);
@@ -454,16 +498,25 @@ fn emit_page_head(
                 let at = block + (p * spec.sketch_words()) as i64 + slot.i64();
                 k.store(out.sketch, at, range);
             });
+            grid = Some((lo, hi, slot));
             let q = quant_for(k, spec, bits, lo, hi);
             (0..cd).map(|_| q).collect()
         } else {
             quant.clone()
         };
-        let codes: Vec<Expr> = row
+        let codes: Vec<Var> = row
             .iter()
             .zip(&row_quant)
-            .map(|(x, q)| quantize(*x, q, bits))
+            .map(|(x, q)| k.let_("code", quantize(*x, q, bits)))
             .collect();
+        if let (true, Some((lo, hi, slot))) = (spec.sketch_norm(), grid) {
+            let r = residual_norm(k, spec, row, &codes, lo, hi, lanes);
+            k.if_(chunk.eq_(0u32), |k| {
+                let at = block + (p * (spec.sketch_words() + 1)) as i64 + slot.i64();
+                k.store(out.sketch, at, r.e().bitcast(Scalar::U32));
+            });
+        }
+        let codes: Vec<Expr> = codes.iter().map(|c| c.e()).collect();
         let words = pack_words(&codes, bits);
         let off = (j as u32 * threads * words_per_chunk) as i64;
         store_run(k, out.sketch, sk_at + off, &words);
@@ -588,6 +641,17 @@ pub fn sketch_code_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
 /// [`sketch_range_at`].
 pub fn sketch_range_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
     block * spec.sketch_block_words() as i64 + (spec.page_size * spec.sketch_words()) as i64 + slot
+}
+
+/// Word index of slot `slot`'s norm word in block `block` (`PagedSpec::sketch_norm`), as
+/// `PagedSpec::sketch_norm_at`.
+pub fn sketch_norm_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
+    sketch_range_in(spec, block, slot) + spec.page_size as i64
+}
+
+/// Word index of sketch row `row`'s norm word, as `PagedSpec::sketch_norm_at`.
+pub fn sketch_norm_at(spec: &PagedSpec, row: impl IntoExpr) -> Expr {
+    sketch_range_at(spec, row) + spec.page_size as i64
 }
 
 /// `(min, max)` (f32) of a range word (`entkv_abi::unpack_sketch_range`).
@@ -1065,6 +1129,8 @@ impl KernelCheck for MetaCheck {
         let (mut box_inward, mut box_loose) = (0usize, 0usize);
         let (mut bound_errors, mut untouched_errors, mut code_mismatches, mut near_ties) = (0, 0, 0, 0);
         let (mut mean_w, mut std_w, mut sketch_w) = (Worst::default(), Worst::default(), Worst::default());
+        // Residual norms against their norm words, and the largest word above its norm (steps).
+        let (mut norm_bad, mut norm_ratio, mut norm_excess) = (0usize, 0.0f64, 0.0f64);
         let mut excess = 0.0f64; // largest (|k − k̂| − step/2)/(max − min), in units of 2⁻²⁴
         for page in 0..x.shape.num_pages as usize {
             for h in 0..hkv {
@@ -1152,6 +1218,25 @@ impl KernelCheck for MetaCheck {
                             bound_errors += 1;
                         }
                     }
+                    if spec.sketch_norm() {
+                        // The norm word bounds ‖k − k̂‖₂ (float64, the stored codes and range),
+                        // with no tolerance; +∞ only for a step too small to bound it so.
+                        let (lo, hi) = grid(0);
+                        let step = sketch_step(bits, lo as f32, hi as f32) as f64;
+                        let norm = (0..d)
+                            .map(|i| (key[i] - lo - codes[i] as f64 * step).powi(2))
+                            .sum::<f64>()
+                            .sqrt();
+                        let word = f32::from_bits(sk[p * (words + 1) + slot]) as f64;
+                        let bounded = word >= norm && (word.is_finite() || step < NORM_MIN_STEP);
+                        norm_bad += usize::from(!bounded);
+                        if word.is_finite() && word > 0.0 {
+                            norm_ratio = norm_ratio.max(norm / word);
+                        }
+                        if word.is_finite() && step > 0.0 {
+                            norm_excess = norm_excess.max((word - norm) / step);
+                        }
+                    }
                     for i in 0..d {
                         let (lo, hi) = grid(i);
                         let step = sketch_step(bits, lo as f32, hi as f32);
@@ -1180,7 +1265,8 @@ impl KernelCheck for MetaCheck {
             && box_loose == 0
             && mean_w.failures == 0
             && std_w.failures == 0
-            && sketch_w.failures == 0;
+            && sketch_w.failures == 0
+            && norm_bad == 0;
         Outcome::new(
             passed,
             format!(
@@ -1188,7 +1274,8 @@ impl KernelCheck for MetaCheck {
                  changed {untouched_errors}; mean err/tol {:.3} ({} over); std err/tol {:.3} ({} over); \
                  sketch err/bound {:.6} ({} over), excess over step/2 {:.2}·2⁻²⁴·(max−min); \
                  codes off the nearest {code_mismatches} (+{near_ties} at rounding ties); page box \
-                 codes inward {box_inward}, off the outward code {box_loose}",
+                 codes inward {box_inward}, off the outward code {box_loose}; residual norms \
+                 over their words {} (norm/word up to {:.6}, words above norms by ≤ {:.2e} steps)",
                 expected.len(),
                 x.shape.num_pages,
                 mean_w.ratio,
@@ -1198,6 +1285,9 @@ impl KernelCheck for MetaCheck {
                 sketch_w.ratio,
                 sketch_w.failures,
                 excess.max(0.0),
+                norm_bad,
+                norm_ratio,
+                norm_excess,
             ),
         )
     }
@@ -1210,7 +1300,8 @@ fn paged(d: u32, p: u32, dt: DType, bits: u32) -> PagedSpec {
 
 /// Every metadata check: each head dim, page size, K dtype and sketch width at least once, one-
 /// and multi-warp CTAs, all three runs, odd lengths (one token, one exact page, partial last
-/// pages, different lengths per batch), constant dimensions, ties, ×300 and subnormal keys.
+/// pages, different lengths per batch), constant dimensions, ties, ×300 and subnormal keys, the
+/// norm words of 4-bit sketches at d = 128 at both ends of the f32 range.
 pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     use DType::{BF16, F16, F32};
     use KeyData::*;
@@ -1261,6 +1352,21 @@ pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     );
     c.scale = (2.0f64).powi(-125);
     v.push(c);
+    // The 4-bit sketch's norm words (d = 128): keys ×300, keys scaled just above the norm's
+    // smallest step (2⁻⁵⁵: steps near 2⁻⁵⁷, whose errors' squares would be 2⁻¹¹⁶ unscaled)
+    // and to subnormals (2⁻¹²⁵: a step below it, so +∞).
+    v.push(MetaCheck::new(
+        PagedCase::new(paged(128, 32, BF16, 4), 2, &[64, 40], Extreme, 21),
+        Build,
+    ));
+    for (scale, seed) in [((2.0f64).powi(-55), 22), ((2.0f64).powi(-125), 23)] {
+        let mut c = MetaCheck::new(
+            PagedCase::new(paged(128, 16, BF16, 4), 2, &[32, 20], Normal, seed),
+            Build,
+        );
+        c.scale = scale;
+        v.push(c);
+    }
     // Tiles: one warp holding 4 chunks a thread (d = 32: 4 lanes a row; d = 64: 8); 8 warps of
     // one chunk; 2 warps of 4 chunks; d > threads (two dimensions per finishing thread).
     for (spec, threads, lens) in [
