@@ -33,7 +33,8 @@
 //!     *range words*, the token's own min and max over its dimensions rounded outward to bf16
 //!     (`crate::meta::pack_sketch_range`): `lo_i`, `hi_i` are those for every dimension, so a
 //!     consumer needs no per-page terms. `PagedSpec::sketch_code_at` / `sketch_range_at`
-//!     address them. For head dims ≥ [`SKETCH_NORM_MIN_DIM`] (`PagedSpec::sketch_norm`) then
+//!     address them. For head dims ≥ [`SKETCH_NORM_MIN_DIM`] and f16 or bf16 keys
+//!     (`PagedSpec::sketch_norm`) then
 //!     come `page_size` *norm words*: an f32 `r ≥ ‖k − k̂‖₂` over the token's dimensions
 //!     (`k̂_i = lo + code_i·step`, rounded up with margin for every f32 rounding of its
 //!     computation, +∞ where it cannot be bounded so), so that `|q·(k − k̂)| ≤ ‖q‖₂·r` can
@@ -133,11 +134,15 @@ impl PagedSpec {
         self.sketch_bits == 4
     }
     /// Whether a per-token grid also stores each token's residual norm (`head_dim ≥`
-    /// [`SKETCH_NORM_MIN_DIM`]): its bound rules out about 2.6× fewer tokens' rows at d = 128,
-    /// for 4 B a token more (results/2026-12-07-im/6-l2-model); at d = 32 it would save less
-    /// than it reads.
+    /// [`SKETCH_NORM_MIN_DIM`], f16 or bf16 keys): its bound rules out about 2.6× fewer tokens'
+    /// rows at d = 128, for 4 B a token more (results/2026-12-07-im/6-l2-model); at d = 32 it
+    /// would save less than it reads. f32 keys keep the 8-bit layout's lanes at d = 128 (eight
+    /// a token, eight tokens a lane group), whose pass spills 4–52 B with a norm word a token
+    /// (local ptxas 13).
     pub fn sketch_norm(&self) -> bool {
-        self.sketch_token_grid() && self.decode.head_dim >= SKETCH_NORM_MIN_DIM
+        self.sketch_token_grid()
+            && self.decode.head_dim >= SKETCH_NORM_MIN_DIM
+            && self.decode.kv_dtype != crate::spec::DType::F32
     }
     /// u32 words of one (page, KV head) block of `sketch`: the `page_size` code rows, then, on
     /// a per-token grid, the `page_size` range words, and the `page_size` norm words where

@@ -44,7 +44,7 @@ pub use writer::{BundleMeta, BundleWriter};
 /// `repair, gate`, and `certified_seed_scores_pruned`; a schema-11 reader would drop the field
 /// and fail the digest), 13 the certified tiles' optional `sketch_mma` (`_im`: the sketch sums
 /// on the integer tensor cores; same entries and arguments; a schema-12 reader would drop the
-/// field and fail the digest), 14 the 4-bit sketch's norm words at head dims ≥ 128
+/// field and fail the digest), 14 the 4-bit sketch's norm words at head dims ≥ 128 (f16, bf16 keys)
 /// (`entkv_abi::PagedSpec::sketch_norm`: larger sketch blocks, which a schema-13 reader's engine
 /// would allocate too small; a schema-13 bundle's kernels of such specs use its own smaller
 /// blocks throughout, so it still reads).
