@@ -504,19 +504,21 @@ fn emit_page_head(
         } else {
             quant.clone()
         };
-        let codes: Vec<Var> = row
+        let mut codes: Vec<Expr> = row
             .iter()
             .zip(&row_quant)
-            .map(|(x, q)| k.let_("code", quantize(*x, q, bits)))
+            .map(|(x, q)| quantize(*x, q, bits))
             .collect();
         if let (true, Some((lo, hi, slot))) = (spec.sketch_norm(), grid) {
-            let r = residual_norm(k, spec, row, &codes, lo, hi, lanes);
+            // The norm reads the codes: bound once, so it and the words see the same values.
+            let bound: Vec<Var> = codes.into_iter().map(|c| k.let_("code", c)).collect();
+            let r = residual_norm(k, spec, row, &bound, lo, hi, lanes);
             k.if_(chunk.eq_(0u32), |k| {
                 let at = block + (p * (spec.sketch_words() + 1)) as i64 + slot.i64();
                 k.store(out.sketch, at, r.e().bitcast(Scalar::U32));
             });
+            codes = bound.iter().map(|c| c.e()).collect();
         }
-        let codes: Vec<Expr> = codes.iter().map(|c| c.e()).collect();
         let words = pack_words(&codes, bits);
         let off = (j as u32 * threads * words_per_chunk) as i64;
         store_run(k, out.sketch, sk_at + off, &words);
