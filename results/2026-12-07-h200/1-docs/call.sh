@@ -1,9 +1,10 @@
-# Device call for an H200 only: the benchmark run behind docs/benchmarks.md at 661f66b (main:
-# `wide`'s certified defaults with `_im` planned for two CTAs an SM, the seeded page-pruned walk;
-# .gpu/ab.txz, build old/), as results/2026-12-07-im/4-docs/call.sh: scripts/bench-gpu.sh (`paper`
-# autotuned, paper, peaked, sweep, SDPA), `gqa` and `wide` autotuned and benched beside SDPA by
-# scripts/bench-workloads.sh, then the GPU suite. On any other card it records the card and stops.
-PACK=.gpu/ab.txz BUILD=old; source scripts/device-call.sh
+# Device call for an H200 only: the benchmark run behind docs/benchmarks.md at ddb41b0 (main:
+# `wide`'s certified defaults with `_im` planned for two CTAs an SM and the residual-norm bound,
+# the seeded page-pruned walk; .gpu/docs.txz from scripts/pack-gpu.sh; tried at 661f66b with
+# .gpu/ab.txz's old/ build this session, no H200 came), as results/2026-12-07-im/4-docs/call.sh:
+# scripts/bench-gpu.sh (`paper` autotuned, paper, peaked, sweep, SDPA), `gqa` and `wide`
+# autotuned and benched beside SDPA by scripts/bench-workloads.sh, then the GPU suite. On any other card it records the card and stops.
+PACK=.gpu/docs.txz; source scripts/device-call.sh
 if ! grep -q H200 $W/nvidia-smi.txt; then
   echo "not an H200: $(cat $W/nvidia-smi.txt)"; exit 0
 fi
