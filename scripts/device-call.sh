@@ -6,6 +6,7 @@
 #   snap                       # packs $W into $OUT/r.tgz now (what a call cut short brings back)
 #   ph_build B NAME LIMIT_S CMD... # `ph` with ENTKV_COMMIT set to build folder B's commit, so
 #                              # that the records an A/B's builds write name their own commit
+#   docs_run [paper|workloads|all] # the docs/benchmarks.md run on an H200 (below)
 #
 # It unpacks $PACK (an xz tar from scripts/pack-gpu.sh: `entkv`, `autotune` a link to it and a
 # `commit` file, or one folder a build, each with its `commit`) into .gpu/s, points the
@@ -49,4 +50,29 @@ ph_build() {
   shift
   [ -f ".gpu/s/$build/commit" ] || { echo "no build $build in $PACK" >&2; return 1; }
   ENTKV_COMMIT=$(cat ".gpu/s/$build/commit") ph "$@"
+}
+# docs_run [paper|workloads|all]: the run behind docs/benchmarks.md, on an H200 only (another
+# card is recorded in $W/nvidia-smi.txt and nothing runs). `paper`: scripts/bench-gpu.sh
+# (`paper` autotuned, then `paper`, `peaked`, the sweep and torch SDPA; ~180 s); `workloads`:
+# `gqa` and `wide` tuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU
+# suite (~390 s); `all`: both. Each half keeps its SDPA in its own call.
+docs_run() {
+  local part=${1:-all}
+  if ! grep -q H200 "$W/nvidia-smi.txt"; then
+    echo "not an H200: $(cat "$W/nvidia-smi.txt")"
+    return 0
+  fi
+  cp -P .gpu/s/entkv .gpu/s/autotune .gpu/
+  if [ "$part" != workloads ]; then
+    ph bench 200 bash scripts/bench-gpu.sh "$W/bench"
+    snap
+  fi
+  [ "$part" != paper ] || return 0
+  ph workloads-gqa 150 bash scripts/bench-workloads.sh "$W" gqa
+  snap
+  ph workloads-wide 160 bash scripts/bench-workloads.sh "$W" wide
+  snap
+  ph gpu-check-small 80 .gpu/entkv gpu-check --small-only --out "$W/gpu-check"
+  grep -E '^gpu-check:' "$W/gpu-check-small.log"
+  grep -E " FAIL " "$W/gpu-check-small.log" | head -8
 }
