@@ -435,7 +435,7 @@ fn score_pass(
         // chunk's `tgroup + r·token_groups`: a warp's loads of one `r` are whole rows of 32 tokens).
         let load_token = |k: &mut KernelBuilder, c0: Expr, r: usize| {
             let tok = &tokens[r];
-            let (t, valid, words, range_at) = match pages.get(r) {
+            let (t, valid, words, range_at, norm_at) = match pages.get(r) {
                 // The looked-up page is token 0's where this one is out of range, as `t` is.
                 Some(page) => {
                     let local = (lanes.tgroup + r as u32 * lanes.token_groups).i32();
@@ -468,6 +468,7 @@ fn score_pass(
                         valid,
                         words,
                         page_meta::sketch_range_in(spec, block.e(), slot.e()),
+                        page_meta::sketch_norm_in(spec, block.e(), slot.e()),
                     )
                 }
                 None => {
@@ -484,6 +485,7 @@ fn score_pass(
                         valid,
                         ctx.sketch_words(k, page_meta::sketch_code_at(spec, sketch_row)),
                         page_meta::sketch_range_at(spec, sketch_row),
+                        page_meta::sketch_norm_at(spec, sketch_row),
                     )
                 }
             };
@@ -495,12 +497,11 @@ fn score_pass(
                         k.assign(*dst, w);
                     }
                     if let Some(r) = tok.range {
-                        let w = k.let_("range_word", ctx.sketch.at(range_at.clone()));
+                        let w = k.let_("range_word", ctx.sketch.at(range_at));
                         k.assign(r, w);
                     }
                     if let Some(n) = tok.norm {
-                        // The norm words follow the block's range words (`sketch_norm_in`).
-                        let w = k.let_("norm_word", ctx.sketch.at(range_at + spec.page_size as i64));
+                        let w = k.let_("norm_word", ctx.sketch.at(norm_at));
                         k.assign(n, w);
                     }
                 }
