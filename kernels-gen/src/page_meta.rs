@@ -137,7 +137,17 @@ fn finish_dim(k: &mut KernelBuilder, spec: &PagedSpec, s: &Stats) -> ([Expr; 4],
 /// Quantization parameters of the `bits`-bit grid `[min, max]` (f32 values a consumer reads
 /// back exactly).
 fn quant_for(k: &mut KernelBuilder, spec: &PagedSpec, bits: u32, min: Var, max: Var) -> Quant {
-    let step = k.let_("step", emit_sketch_step(bits, min, max));
+    let step = grid_step(k, bits, min, max);
+    quant_of_step(k, spec, min, step)
+}
+
+/// The step of the `bits`-bit grid `[min, max]` (`entkv_abi::sketch_step`).
+fn grid_step(k: &mut KernelBuilder, bits: u32, min: Var, max: Var) -> Var {
+    k.let_("step", emit_sketch_step(bits, min, max))
+}
+
+/// [`quant_for`] of a grid whose step is known.
+fn quant_of_step(k: &mut KernelBuilder, spec: &PagedSpec, min: Var, step: Var) -> Quant {
     let positive = step.gt(0.0f32);
     let (inv, scale) = if needs_scale(spec) {
         let scale = k.let_("qscale", select(step.lt(TINY_STEP), SCALE_UP, 1.0));
@@ -216,7 +226,7 @@ fn row_grid(k: &mut KernelBuilder, vals: &[Var], lanes: u32) -> (Expr, Var, Var)
 const NORM_MIN_STEP: f64 = 8.673617379884035e-19; // 2⁻⁶⁰
 
 /// An f32 `r ≥ ‖k − k̂‖₂` over a token's row (`vals` and `codes` this thread's part, spread over
-/// `lanes` adjacent threads; `k̂_i = lo + code_i·step` in reals), or +∞ for a step below
+/// `lanes` adjacent threads; `k̂_i = lo + code_i·step` in reals, `step` the grid's), or +∞ for a step below
 /// [`NORM_MIN_STEP`] (`entkv_abi::paged`'s norm words). In steps, so that no square
 /// underflows: `u_i = (k_i − fma(code_i, step, lo))·(1/step)`, `r = step·√Σu_i²` grown by
 /// `2⁻¹⁵` relative (the sum's, the root's and the products' roundings: at most `(d + 6)·2⁻²⁴`
@@ -228,11 +238,9 @@ fn residual_norm(
     spec: &PagedSpec,
     vals: &[Var],
     codes: &[Var],
-    lo: Var,
-    hi: Var,
+    (lo, hi, step): (Var, Var, Var),
     lanes: u32,
 ) -> Var {
-    let step = k.let_("n_step", emit_sketch_step(spec.sketch_bits, lo, hi));
     let finite = k.let_("n_finite", step.ge(NORM_MIN_STEP));
     let inv = k.let_("n_inv", select(finite, step.rcp(), 0.0f32));
     let mut ss = k.let_(
@@ -495,11 +503,11 @@ fn emit_page_head(
             let (range, lo, hi) = row_grid(k, row, lanes);
             let slot = k.let_("sk_slot", (tid + j as u32 * threads) / lanes);
             k.if_(chunk.eq_(0u32), |k| {
-                let at = block + (p * spec.sketch_words()) as i64 + slot.i64();
-                k.store(out.sketch, at, range);
+                k.store(out.sketch, sketch_range_from(spec, block.e(), slot.i64()), range);
             });
-            grid = Some((lo, hi, slot));
-            let q = quant_for(k, spec, bits, lo, hi);
+            let step = grid_step(k, bits, lo, hi);
+            grid = Some((lo, hi, step, slot));
+            let q = quant_of_step(k, spec, lo, step);
             (0..cd).map(|_| q).collect()
         } else {
             quant.clone()
@@ -509,12 +517,12 @@ fn emit_page_head(
             .zip(&row_quant)
             .map(|(x, q)| quantize(*x, q, bits))
             .collect();
-        if let (true, Some((lo, hi, slot))) = (spec.sketch_norm(), grid) {
+        if let (true, Some((lo, hi, step, slot))) = (spec.sketch_norm(), grid) {
             // The norm reads the codes: bound once, so it and the words see the same values.
             let bound: Vec<Var> = codes.into_iter().map(|c| k.let_("code", c)).collect();
-            let r = residual_norm(k, spec, row, &bound, lo, hi, lanes);
+            let r = residual_norm(k, spec, row, &bound, (lo, hi, step), lanes);
             k.if_(chunk.eq_(0u32), |k| {
-                let at = block + (p * (spec.sketch_words() + 1)) as i64 + slot.i64();
+                let at = sketch_norm_from(spec, block.e(), slot.i64());
                 k.store(out.sketch, at, r.e().bitcast(Scalar::U32));
             });
             codes = bound.iter().map(|c| c.e()).collect();
@@ -642,13 +650,24 @@ pub fn sketch_code_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
 /// Word index of slot `slot`'s range word in block `block` (per-token grid), as
 /// [`sketch_range_at`].
 pub fn sketch_range_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
-    block * spec.sketch_block_words() as i64 + (spec.page_size * spec.sketch_words()) as i64 + slot
+    sketch_range_from(spec, block * spec.sketch_block_words() as i64, slot)
+}
+
+/// Word index of slot `slot`'s range word in the block whose first word is `block_word`.
+fn sketch_range_from(spec: &PagedSpec, block_word: Expr, slot: Expr) -> Expr {
+    block_word + (spec.page_size * spec.sketch_words()) as i64 + slot
 }
 
 /// Word index of slot `slot`'s norm word in block `block` (`PagedSpec::sketch_norm`), as
 /// `PagedSpec::sketch_norm_at`.
 pub fn sketch_norm_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
-    sketch_range_in(spec, block, slot) + spec.page_size as i64
+    sketch_norm_from(spec, block * spec.sketch_block_words() as i64, slot)
+}
+
+/// Word index of slot `slot`'s norm word in the block whose first word is `block_word`: the
+/// norm words follow the page's range words.
+fn sketch_norm_from(spec: &PagedSpec, block_word: Expr, slot: Expr) -> Expr {
+    block_word + (spec.page_size * (spec.sketch_words() + 1)) as i64 + slot
 }
 
 /// Word index of sketch row `row`'s norm word, as `PagedSpec::sketch_norm_at`.
