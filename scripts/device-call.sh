@@ -51,11 +51,12 @@ ph_build() {
   [ -f ".gpu/s/$build/commit" ] || { echo "no build $build in $PACK" >&2; return 1; }
   ENTKV_COMMIT=$(cat ".gpu/s/$build/commit") ph "$@"
 }
-# docs_run [paper|workloads|all]: the run behind docs/benchmarks.md, on an H200 only (another
-# card is recorded in $W/nvidia-smi.txt and nothing runs). `paper`: scripts/bench-gpu.sh
+# docs_run [paper|workloads|gqa|wide|all]: the run behind docs/benchmarks.md, on an H200 only
+# (another card is recorded in $W/nvidia-smi.txt and nothing runs). `paper`: scripts/bench-gpu.sh
 # (`paper` autotuned, then `paper`, `peaked`, the sweep and torch SDPA; ~180 s); `workloads`:
 # `gqa` and `wide` tuned and benched beside SDPA (scripts/bench-workloads.sh), then the GPU
-# suite (~390 s); `all`: both. Each half keeps its SDPA in its own call.
+# suite (~390 s); `gqa` or `wide`: that workload alone (~150 s); `all`: everything. Each part
+# keeps its SDPA in its own call.
 docs_run() {
   local part=${1:-all}
   if ! grep -q H200 "$W/nvidia-smi.txt"; then
@@ -63,15 +64,22 @@ docs_run() {
     return 0
   fi
   cp -P .gpu/s/entkv .gpu/s/autotune .gpu/
-  if [ "$part" != workloads ]; then
-    ph bench 200 bash scripts/bench-gpu.sh "$W/bench"
-    snap
-  fi
-  [ "$part" != paper ] || return 0
-  ph workloads-gqa 150 bash scripts/bench-workloads.sh "$W" gqa
-  snap
-  ph workloads-wide 160 bash scripts/bench-workloads.sh "$W" wide
-  snap
+  case $part in
+    all | paper)
+      ph bench 200 bash scripts/bench-gpu.sh "$W/bench"
+      snap
+      ;;
+  esac
+  local w
+  for w in gqa:150 wide:160; do
+    case $part in
+      all | workloads | "${w%%:*}")
+        ph "workloads-${w%%:*}" "${w##*:}" bash scripts/bench-workloads.sh "$W" "${w%%:*}"
+        snap
+        ;;
+    esac
+  done
+  case $part in all | workloads) ;; *) return 0 ;; esac
   ph gpu-check-small 80 .gpu/entkv gpu-check --small-only --out "$W/gpu-check"
   grep -E '^gpu-check:' "$W/gpu-check-small.log"
   grep -E " FAIL " "$W/gpu-check-small.log" | head -8
