@@ -59,6 +59,13 @@ ph_build() {
 # keeps its SDPA in its own call.
 docs_run() {
   local part=${1:-all}
+  case $part in
+    paper | workloads | gqa | wide | all) ;;
+    *)
+      echo "docs_run: unknown part '$part' (paper, workloads, gqa, wide or all)" >&2
+      return 1
+      ;;
+  esac
   if ! grep -q H200 "$W/nvidia-smi.txt"; then
     echo "not an H200: $(cat "$W/nvidia-smi.txt")"
     return 0
