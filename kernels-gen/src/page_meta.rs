@@ -226,8 +226,8 @@ fn row_grid(k: &mut KernelBuilder, vals: &[Var], lanes: u32) -> (Expr, Var, Var)
 const NORM_MIN_STEP: f64 = 8.673617379884035e-19; // 2⁻⁶⁰
 
 /// An f32 `r ≥ ‖k − k̂‖₂` over a token's row (`vals` and `codes` this thread's part, spread over
-/// `lanes` adjacent threads; `k̂_i = lo + code_i·step` in reals, `step` the grid's), or +∞ for a step below
-/// [`NORM_MIN_STEP`] (`entkv_abi::paged`'s norm words). In steps, so that no square
+/// `lanes` adjacent threads; `k̂_i = lo + code_i·step` in reals, `step` the grid's), or +∞ for a
+/// step below [`NORM_MIN_STEP`] (`entkv_abi::paged`'s norm words). In steps, so that no square
 /// underflows: `u_i = (k_i − fma(code_i, step, lo))·(1/step)`, `r = step·√Σu_i²` grown by
 /// `2⁻¹⁵` relative (the sum's, the root's and the products' roundings: at most `(d + 6)·2⁻²⁴`
 /// for d ≤ 256) plus `√d·2⁻²⁰·max(|lo|, |hi|) + 2⁻¹²⁵` absolute (the reconstruction's
