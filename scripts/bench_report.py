@@ -2,7 +2,7 @@
 """Generate docs/benchmarks.md and docs/benchmarks.png from recorded benchmark runs.
 
     python3 scripts/bench_report.py RESULTS_DIR [RESULTS_DIR ...] [--doc docs/benchmarks.md] [--png docs/benchmarks.png]
-        [--without RESULTS_DIR=METHOD ...]
+        [--without RESULTS_DIR=METHOD ...] [--without RESULTS_DIR=workload:NAME ...]
 
 Workloads come in the order `paper`, `peaked`, then the others (`gqa`, `wide`), which are held to
 the targets not tied to `paper` (dense against SDPA, the sparse paths' × floor).
@@ -23,7 +23,8 @@ missed, and where missed, where the time goes (the step's kernels when the run t
 docs/perf-notes.md). The `peaked` target is computed from `peaked` records and says "not
 measured" without them.
 `--without DIR=METHOD` leaves out one method's records (and stage rows) of one folder, e.g. a
-run of kernels that did not land; the doc lists what was left out.
+run of kernels that did not land, and `--without DIR=workload:NAME` one workload's (with the
+bundle manifests named for it), e.g. rows a later run remeasured; the doc lists what was left out.
 The figure is step latency against context length per method, SDPA included, log-log, over every
 length recorded (the sweep when there is one). Needs matplotlib for the figure only.
 """
@@ -166,7 +167,9 @@ def load(dirs, without=()):
     for d in map(Path, dirs):
         if not d.is_dir():
             sys.exit(f"{d}: not a directory")
-        dropped = {m for (w, m) in without if Path(w).resolve() == d.resolve()}
+        here = {m for (w, m) in without if Path(w).resolve() == d.resolve()}
+        dropped = {m for m in here if not m.startswith("workload:")}
+        gone = {m.split(":", 1)[1] for m in here if m.startswith("workload:")}
         for label, data in json_files(d):
             try:
                 doc = json.loads(data)
@@ -174,14 +177,16 @@ def load(dirs, without=()):
                 continue
             kept = {}
             if isinstance(doc, dict) and "manifest" in doc and re.search(r"bundle-manifest[^/]*\.json$", label):
-                bundles[label] = bundle_kind(doc)
+                if not any(re.search(rf"bundle-manifest-{re.escape(g)}\b", label) for g in gone):
+                    bundles[label] = bundle_kind(doc)
                 continue
             if isinstance(doc, list):
                 recs, kind = doc, "torch SDPA"
             elif isinstance(doc, dict) and "records" in doc:
                 recs, kind = doc["records"], "entkv bench"
                 stages += [dict(r, source=label) for r in doc.get("rows", [])
-                           if r.get("stage") != "step" and METHODS.get(r.get("method")) not in dropped]
+                           if r.get("stage") != "step" and METHODS.get(r.get("method")) not in dropped
+                           and r.get("workload") not in gone]
                 for r in doc.get("rows", []):
                     if r.get("method") == "auto" and r.get("stage") == "step":
                         ran = "certified-exact" if "decode_certified=" in r.get("tier", "") else "dense"
@@ -192,7 +197,7 @@ def load(dirs, without=()):
             else:
                 continue
             recs = [r for r in recs if isinstance(r, dict) and METHODS.get(r.get("method")) and "median_ms" in r
-                    and METHODS[r["method"]] not in dropped]
+                    and METHODS[r["method"]] not in dropped and r.get("workload") not in gone]
             if not recs:
                 continue
             for r in recs:
@@ -416,7 +421,8 @@ def write_doc(path, loaded, png):
     if loaded.without:
         lines.append("")
         for d, m in loaded.without:
-            lines.append(f"Left out (`--without`): the {LABEL.get(m, m)} records of {rel(d, doc_dir)}.")
+            what = f"`{m.split(':', 1)[1]}`" if m.startswith("workload:") else LABEL.get(m, m)
+            lines.append(f"Left out (`--without`): the {what} records of {rel(d, doc_dir)}.")
     if loaded.bundles:
         lines.append("")
         for label, kind in sorted(loaded.bundles.items()):
@@ -522,13 +528,16 @@ def main():
     ap.add_argument("--doc", default="docs/benchmarks.md")
     ap.add_argument("--png", default="docs/benchmarks.png")
     ap.add_argument("--without", action="append", default=[], metavar="DIR=METHOD",
-                    help="leave out METHOD's records of the folder DIR (repeatable)")
+                    help="leave out METHOD's records of the folder DIR, or with METHOD "
+                         "`workload:NAME` the workload NAME's (repeatable)")
     a = ap.parse_args()
     without = []
     for w in a.without:
         d, sep, m = w.partition("=")
-        if not sep or m not in set(METHODS.values()):
-            sys.exit(f"--without {w}: expected DIR=METHOD with METHOD one of {sorted(set(METHODS.values()))}")
+        workload = m.startswith("workload:") and len(m) > len("workload:")
+        if not sep or not (workload or m in set(METHODS.values())):
+            sys.exit(f"--without {w}: expected DIR=METHOD with METHOD one of {sorted(set(METHODS.values()))} "
+                     "or workload:NAME")
         without.append((d, m))
     loaded = load(a.dirs, without)
     png = Path(a.png) if plot(a.png, loaded.records) else None

@@ -3,5 +3,6 @@
 # and benched beside torch SDPA (~160 s). Carries .gpu/docs.txz (ddb41b0; the code since is
 # PTX-identical). Afterwards: python3 scripts/bench_report.py
 # results/2026-12-07-h200/1-docs/out-paper/bench results/2026-12-06-h200b/1-check-bench <this out/>
-# (the gqa rows stay ab58877's until 2-workloads runs).
+# --without results/2026-12-06-h200b/1-check-bench=workload:wide (the gqa rows stay ab58877's
+# until 2-workloads runs).
 PACK=.gpu/docs.txz; source scripts/device-call.sh; docs_run wide
