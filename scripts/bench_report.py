@@ -3,6 +3,7 @@
 
     python3 scripts/bench_report.py RESULTS_DIR [RESULTS_DIR ...] [--doc docs/benchmarks.md] [--png docs/benchmarks.png]
         [--without RESULTS_DIR=METHOD ...] [--without RESULTS_DIR=workload:NAME ...]
+    python3 scripts/bench_report.py --check docs/benchmarks.md
 
 Workloads come in the order `paper`, `peaked`, then the others (`gqa`, `wide`), which are held to
 the targets not tied to `paper` (dense against SDPA, the sparse paths' × floor).
@@ -387,6 +388,11 @@ def targets(table, stages, workload, peaked=None, auto_ran=None):
 
 
 def write_doc(path, loaded, png):
+    path.write_text(render_doc(path, loaded, png))
+
+
+def render_doc(path, loaded, png):
+    """The text of the doc at `path` (links relative to its folder; the figure's when `png`)."""
     records, stages, sources = loaded.records, loaded.stages, loaded.sources
     auto_ran = loaded.auto_ran
     doc_dir = path.parent
@@ -484,7 +490,46 @@ def write_doc(path, loaded, png):
                   "Log-log, one line per method over every recorded length (the 4k…1M sweep where there is "
                   "one; the tables above hold the medians); the gray dotted line is the floor of reading K "
                   "and V once (SDPA's bytes)."]
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def generated_from(doc):
+    """The folders (in command-line order) and `--without` pairs a generated doc was made from,
+    read back from its sources table, its bundle lines and its "Left out" lines."""
+    text = doc.read_text()
+    base = doc.parent
+    dirs = []
+    labels = re.findall(r"^\| (\S+?\.json) \|", text, re.M)
+    labels += re.findall(r"^The bundle timed by the `entkv bench` runs beside (\S+?\.json):", text, re.M)
+    for label in labels:
+        d = (base / label.split(":")[0]).parent
+        if d not in dirs:
+            dirs.append(d)
+    by_label = {v: k for k, v in LABEL.items()}
+    without = []
+    for what, d in re.findall(r"^Left out \(`--without`\): the (.+?) records of (\S+)\.$", text, re.M):
+        m = f"workload:{what.strip('`')}" if what.startswith("`") else by_label.get(what, what)
+        without.append((str(base / d), m))
+    return [str(d) for d in dirs], without
+
+
+def check_doc(doc):
+    """Exit non-zero unless `doc` is what this script makes from the folders it names."""
+    dirs, without = generated_from(doc)
+    if not dirs:
+        sys.exit(f"{doc}: names no results files")
+    missing = [d for d in dirs if not Path(d).is_dir()]
+    if missing:
+        sys.exit(f"{doc}: its results folders are missing: {', '.join(missing)}")
+    text = doc.read_text()
+    png = doc.with_suffix(".png") if "![step latency vs context length]" in text else None
+    fresh = render_doc(doc, load(dirs, without), png)
+    if fresh != text:
+        import difflib
+        diff = difflib.unified_diff(text.splitlines(), fresh.splitlines(), str(doc), "regenerated", lineterm="", n=1)
+        sys.exit(f"{doc} differs from what scripts/bench_report.py makes of its results folders:\n"
+                 + "\n".join(list(diff)[:40]))
+    print(f"{doc}: matches its {len(dirs)} results folder(s)")
 
 
 def plot(png, records, workload="paper"):
@@ -524,13 +569,22 @@ def plot(png, records, workload="paper"):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("dirs", nargs="*")
+    ap.add_argument("--check", metavar="DOC",
+                    help="regenerate DOC from the folders it names and fail if it differs (no figure)")
     ap.add_argument("--doc", default="docs/benchmarks.md")
     ap.add_argument("--png", default="docs/benchmarks.png")
     ap.add_argument("--without", action="append", default=[], metavar="DIR=METHOD",
                     help="leave out METHOD's records of the folder DIR, or with METHOD "
                          "`workload:NAME` the workload NAME's (repeatable)")
     a = ap.parse_args()
+    if a.check:
+        if a.dirs or a.without:
+            sys.exit("--check reads its folders from the doc: give no folders or --without")
+        check_doc(Path(a.check))
+        return
+    if not a.dirs:
+        sys.exit("give the results folders to generate from (or --check DOC)")
     without = []
     for w in a.without:
         d, sep, m = w.partition("=")

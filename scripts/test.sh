@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 source scripts/own-target.sh
 export ENTKV_REQUIRE_PTXAS=1
 cargo fmt --all --check
+# docs/benchmarks.md is generated from recorded runs: it must be what they give.
+python3 scripts/bench_report.py --check docs/benchmarks.md
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace
