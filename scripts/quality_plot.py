@@ -2,6 +2,7 @@
 """Plot and tabulate recorded `entkv quality` runs for docs/quality.md.
 
     python3 scripts/quality_plot.py RESULTS_DIR [RESULTS_DIR ...] [--doc docs/quality.md] [--png docs/quality.png]
+    python3 scripts/quality_plot.py --check RESULTS_DIR [RESULTS_DIR ...]   (the doc's tables, no figure)
 
 Reads every CSV that `entkv quality --csv` wrote in the RESULTS_DIRs (scripts/quality-gpu.sh writes
 one per workload; subfolders are not read), draws δ, ρ and R against coverage for entmax and softmax top-k in the style of the
@@ -267,11 +268,26 @@ def main():
     ap.add_argument("results", nargs="+", help="folders of `entkv quality --csv` files")
     ap.add_argument("--doc", default="docs/quality.md", help="markdown file whose marked section is rewritten")
     ap.add_argument("--png", default="docs/quality.png", help="figure to write")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; fail unless the doc's marked section is what the folders give")
     args = ap.parse_args()
     rows = load(args.results)
-    plot(rows, args.png)
     text = tables(rows)
     doc = Path(args.doc)
+    if args.check:
+        body = doc.read_text() if doc.exists() else ""
+        if BEGIN not in body or END not in body:
+            sys.exit(f"{doc}: no {BEGIN} … {END} section")
+        current = body.split(BEGIN, 1)[1].split(END, 1)[0]
+        if current != f"\n{text}\n":
+            import difflib
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(doc), "regenerated",
+                                        lineterm="", n=1)
+            sys.exit(f"{doc}'s tables differ from what {' '.join(args.results)} give:\n"
+                     + "\n".join(list(diff)[:40]))
+        print(f"{doc}: its tables match {' '.join(args.results)}")
+        return
+    plot(rows, args.png)
     if doc.exists() and BEGIN in doc.read_text() and END in doc.read_text():
         body = doc.read_text()
         head, rest = body.split(BEGIN, 1)

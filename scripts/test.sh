@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 source scripts/own-target.sh
 export ENTKV_REQUIRE_PTXAS=1
 cargo fmt --all --check
-# docs/benchmarks.md is generated from recorded runs: it must be what they give.
+# docs/benchmarks.md and docs/quality.md's tables are generated from recorded runs: they must be
+# what those give.
 python3 scripts/bench_report.py --check docs/benchmarks.md
+python3 scripts/quality_plot.py --check results/2026-11-29-quality results/2026-11-29-quality/gqa
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace
