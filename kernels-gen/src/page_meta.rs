@@ -667,7 +667,7 @@ pub fn sketch_norm_in(spec: &PagedSpec, block: Expr, slot: Expr) -> Expr {
 /// Word index of slot `slot`'s norm word in the block whose first word is `block_word`: the
 /// norm words follow the page's range words.
 fn sketch_norm_from(spec: &PagedSpec, block_word: Expr, slot: Expr) -> Expr {
-    block_word + (spec.page_size * (spec.sketch_words() + 1)) as i64 + slot
+    sketch_range_from(spec, block_word + spec.page_size as i64, slot)
 }
 
 /// Word index of sketch row `row`'s norm word, as `PagedSpec::sketch_norm_at`.
@@ -1219,6 +1219,8 @@ impl KernelCheck for MetaCheck {
                     }
                 }
                 for (slot, key) in keys.iter().enumerate() {
+                    // The words' places are the ABI's (`PagedSpec::sketch_*_at`), not the kernel's.
+                    let row = (ph * p + slot) as u64;
                     let codes = sketch_codes(spec, &sk[slot * words..][..words]);
                     // The grid: the page's bounds per dimension, or the token's range word.
                     let grid = |i: usize| -> (f64, f64) {
@@ -1235,7 +1237,9 @@ impl KernelCheck for MetaCheck {
                     };
                     if spec.sketch_token_grid() {
                         let (lo, hi) = grid(0);
-                        if sk[p * words + slot] != pack_sketch_range(lo as f32, hi as f32) {
+                        if sketch[spec.sketch_range_at(row) as usize]
+                            != pack_sketch_range(lo as f32, hi as f32)
+                        {
                             bound_errors += 1;
                         }
                     }
@@ -1248,7 +1252,7 @@ impl KernelCheck for MetaCheck {
                             .map(|i| (key[i] - lo - codes[i] as f64 * step).powi(2))
                             .sum::<f64>()
                             .sqrt();
-                        let word = f32::from_bits(sk[p * (words + 1) + slot]) as f64;
+                        let word = f32::from_bits(sketch[spec.sketch_norm_at(row) as usize]) as f64;
                         let bounded = word >= norm && (word.is_finite() || step < NORM_MIN_STEP);
                         norm_bad += usize::from(!bounded);
                         if word.is_finite() && word > 0.0 {
