@@ -207,6 +207,10 @@ def load(dirs, without=()):
                     r["pages_kept"] = 1.0 if r["method"] in ("dense", "dense-contiguous", "sdpa") else kept.get((r["method"], r["n"]))
                 records.append(r)
             first = recs[0]
+            # `entkv bench --data-seed`: records of another draw than the default say so.
+            seeds = sorted({r["data_seed"] for r in recs if r.get("data_seed") is not None})
+            if seeds:
+                kind += " (inputs seed %s)" % ", ".join(map(str, seeds))
             sources.append(dict(file=label, kind=kind, commit=first.get("commit"), date=first.get("date"),
                                 gpu=first.get("gpu"), driver=first.get("driver"), count=len(recs),
                                 start="/".join(sorted({r.get("start", "idle") for r in recs}))))

@@ -80,6 +80,11 @@ pub struct TimingRecord {
     /// written before it was stored (2026-12-06): those started idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<String>,
+    /// The seed of the step's inputs where it was not `entkv bench`'s default
+    /// ([`crate::bench_cmd::DEFAULT_DATA_SEED`]): `--data-seed`. Absent otherwise, and from
+    /// records written before it was stored (those used the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_seed: Option<u64>,
 }
 
 impl TimingRecord {
@@ -122,6 +127,7 @@ impl TimingRecord {
             // Every timer leads (`time_ms`, the tuner) but `entkv bench --idle-start`, which
             // sets its own.
             start: Some("lead".into()),
+            data_seed: None,
         }
     }
 }
