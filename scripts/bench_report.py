@@ -159,6 +159,14 @@ def kept_from_checks(checks):
     return kept
 
 
+WORKLOAD_PREFIX = "workload:"
+
+
+def left_out_workload(m):
+    """The workload a `--without DIR=workload:NAME` names (NAME), or None for a method."""
+    return (m[len(WORKLOAD_PREFIX):] or None) if m.startswith(WORKLOAD_PREFIX) else None
+
+
 def load(dirs, without=()):
     """Every record (with `key`, `source`, `order`), the stage rows of bench reports, the sources,
     which method each `auto` step ran and which bundle each run timed; `without` holds
@@ -169,8 +177,8 @@ def load(dirs, without=()):
         if not d.is_dir():
             sys.exit(f"{d}: not a directory")
         here = {m for (w, m) in without if Path(w).resolve() == d.resolve()}
-        dropped = {m for m in here if not m.startswith("workload:")}
-        gone = {m.split(":", 1)[1] for m in here if m.startswith("workload:")}
+        dropped = {m for m in here if left_out_workload(m) is None}
+        gone = {left_out_workload(m) for m in here} - {None}
         for label, data in json_files(d):
             try:
                 doc = json.loads(data)
@@ -431,7 +439,8 @@ def render_doc(path, loaded, png):
     if loaded.without:
         lines.append("")
         for d, m in loaded.without:
-            what = f"`{m.split(':', 1)[1]}`" if m.startswith("workload:") else LABEL.get(m, m)
+            w = left_out_workload(m)
+            what = f"`{w}`" if w is not None else LABEL.get(m, m)
             lines.append(f"Left out (`--without`): the {what} records of {rel(d, doc_dir)}.")
     if loaded.bundles:
         lines.append("")
@@ -512,7 +521,7 @@ def generated_from(doc):
     by_label = {v: k for k, v in LABEL.items()}
     without = []
     for what, d in re.findall(r"^Left out \(`--without`\): the (.+?) records of (\S+)\.$", text, re.M):
-        m = f"workload:{what.strip('`')}" if what.startswith("`") else by_label.get(what, what)
+        m = f"{WORKLOAD_PREFIX}{what.strip('`')}" if what.startswith("`") else by_label.get(what, what)
         without.append((str(base / d), m))
     return [str(d) for d in dirs], without
 
@@ -592,8 +601,7 @@ def main():
     without = []
     for w in a.without:
         d, sep, m = w.partition("=")
-        workload = m.startswith("workload:") and len(m) > len("workload:")
-        if not sep or not (workload or m in set(METHODS.values())):
+        if not sep or not (left_out_workload(m) or m in set(METHODS.values())):
             sys.exit(f"--without {w}: expected DIR=METHOD with METHOD one of {sorted(set(METHODS.values()))} "
                      "or workload:NAME")
         without.append((d, m))

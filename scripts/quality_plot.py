@@ -263,6 +263,15 @@ def tables(rows):
     return "\n".join(out)
 
 
+def marked_section(body):
+    """(text before BEGIN, the section between the markers, text after END), or None without both."""
+    if BEGIN not in body or END not in body:
+        return None
+    head, rest = body.split(BEGIN, 1)
+    current, tail = rest.split(END, 1)
+    return head, current, tail
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+", help="folders of `entkv quality --csv` files")
@@ -274,12 +283,14 @@ def main():
     rows = load(args.results)
     text = tables(rows)
     doc = Path(args.doc)
+    body = doc.read_text() if doc.exists() else ""
+    section = marked_section(body)
+    generated = f"\n{text}\n"
     if args.check:
-        body = doc.read_text() if doc.exists() else ""
-        if BEGIN not in body or END not in body:
+        if section is None:
             sys.exit(f"{doc}: no {BEGIN} … {END} section")
-        current = body.split(BEGIN, 1)[1].split(END, 1)[0]
-        if current != f"\n{text}\n":
+        current = section[1]
+        if current != generated:
             import difflib
             diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(doc), "regenerated",
                                         lineterm="", n=1)
@@ -288,15 +299,12 @@ def main():
         print(f"{doc}: its tables match {' '.join(args.results)}")
         return
     plot(rows, args.png)
-    if doc.exists() and BEGIN in doc.read_text() and END in doc.read_text():
-        body = doc.read_text()
-        head, rest = body.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    if section is not None:
+        head, _, tail = section
+        doc.write_text(f"{head}{BEGIN}{generated}{END}{tail}")
         print(f"rewrote the tables of {doc}")
     else:
         print(text)
-
 
 if __name__ == "__main__":
     main()
