@@ -219,6 +219,8 @@ def load(dirs, without=()):
             seeds = sorted({r["data_seed"] for r in recs if r.get("data_seed") is not None})
             if seeds:
                 kind += " (inputs seed %s)" % ", ".join(map(str, seeds))
+            if any(r.get("check_device_ids") for r in recs):
+                kind += " (device id check on)"
             sources.append(dict(file=label, kind=kind, commit=first.get("commit"), date=first.get("date"),
                                 gpu=first.get("gpu"), driver=first.get("driver"), count=len(recs),
                                 start="/".join(sorted({r.get("start", "idle") for r in recs}))))

@@ -67,6 +67,14 @@ impl KernelFamily {
         }
     }
 
+    /// Whether this family decodes (its modules also carry `guard_ids`, `crate::guard`).
+    pub fn is_decode(self) -> bool {
+        matches!(
+            self,
+            KernelFamily::DecodeDense | KernelFamily::DecodeSparse | KernelFamily::DecodeCertified
+        )
+    }
+
     /// The selectors whose selections this family reads (tuned and resolved per selector); empty
     /// for the families that read every page or make the selection.
     pub fn selectors(self) -> &'static [Selector] {

@@ -9,6 +9,7 @@ pub mod dense;
 pub mod family;
 pub mod gaussian;
 pub mod geometry;
+pub mod guard;
 pub mod meta;
 pub mod paged;
 pub mod pipeline;
@@ -20,6 +21,7 @@ pub mod topk;
 pub use dense::*;
 pub use family::{KernelFamily, Selector, TileConfig};
 pub use geometry::{ceil_div, LaunchGeometry};
+pub use guard::*;
 pub use meta::*;
 pub use paged::{
     check_batch, check_selection_row, BatchError, MalformedSelection, PagedShape, PagedSpec,

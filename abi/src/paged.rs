@@ -257,6 +257,10 @@ pub enum BatchError {
         page: i32,
         num_pages: u32,
     },
+    /// Found on the device only (`crate::guard`): a length above the one the step was planned
+    /// for.
+    #[error("seq_lens[{seq}] = {len} on the device exceeds the {longest} tokens the step was planned for")]
+    LongerThanPlanned { seq: usize, len: i32, longest: u32 },
 }
 
 /// A selection row (`sel_pages[b][h][..sel_count]`) that breaks the format of the module docs.

@@ -93,6 +93,10 @@ pub struct BenchArgs {
     /// (docs/perf-notes.md, "The seed's gap at 128k"), so compare such steps over several.
     #[arg(long, default_value_t = DEFAULT_DATA_SEED)]
     pub data_seed: u64,
+    /// Run every step with the device-side id check (`Problem::check_device_ids`: `guard_ids`
+    /// first, the launches reading its clamped copies): what the check costs a step.
+    #[arg(long)]
+    pub check_device_ids: bool,
 }
 
 /// `entkv bench`'s input seed when `--data-seed` is not given (every recorded run before the
@@ -629,9 +633,12 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             for b in &variants {
                 let mut per_copy = Vec::new();
                 for cache in caches.iter_mut() {
-                    let dec =
-                        Decoder::with_module_cache(&gpu, b.clone(), &cache.problem(method), modules.clone())
-                            .with_context(|| format!("making the {label} decoder"))?;
+                    let problem = Problem {
+                        check_device_ids: args.check_device_ids,
+                        ..cache.problem(method)
+                    };
+                    let dec = Decoder::with_module_cache(&gpu, b.clone(), &problem, modules.clone())
+                        .with_context(|| format!("making the {label} decoder"))?;
                     per_copy.push(cache.session(&gpu, dec)?);
                 }
                 sessions.push(per_copy);
@@ -716,6 +723,7 @@ pub fn run(args: &BenchArgs, commit: &str) -> Result<BenchReport> {
             record.pages_kept_range = ran.kept_range(&sizes, &traffic);
             record.start = Some(timer.start().into());
             record.data_seed = (args.data_seed != DEFAULT_DATA_SEED).then_some(args.data_seed);
+            record.check_device_ids = args.check_device_ids;
             records.push(record);
             let tiers = plan
                 .kernels
@@ -830,6 +838,8 @@ mod tests {
         assert_eq!(parse(&["--n", "4096,8192"]).unwrap().lengths(), vec![4096, 8192]);
         assert_eq!(parse(&[]).unwrap().data_seed, DEFAULT_DATA_SEED);
         assert_eq!(parse(&["--data-seed", "12"]).unwrap().data_seed, 12);
+        assert!(!parse(&[]).unwrap().check_device_ids);
+        assert!(parse(&["--check-device-ids"]).unwrap().check_device_ids);
         assert!(parse(&["--data-seed", "-1"]).is_err());
         assert!(parse(&["--sweep", "--n", "4096"]).is_err());
         assert_eq!(SWEEP_N.first(), Some(&4096));

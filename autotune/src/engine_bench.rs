@@ -11,7 +11,7 @@ use entkv_kernels::decode_checks::selected_reference;
 use entkv_kernels::paged_data::{paged_reference, PagedCase, PagedInputs};
 use entkv_kernels::pipelines::{softmax_topk_pipeline, Pipeline};
 use entkv_runtime::engine::{
-    BoundCall, DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, Method, Problem, Step,
+    BoundCall, DecodeBuffers, Decoder, DeviceRegion, DeviceTensor, IdFault, Method, Problem, Step,
 };
 use entkv_runtime::{DeviceBuffer, Gpu, RawStream};
 
@@ -225,21 +225,7 @@ impl EngineCache {
 
     /// The decoder problem of this cache for `method`.
     pub fn problem(&self, method: Method) -> Problem {
-        let (s, sh) = (&self.paper.spec, &self.paper.shape);
-        Problem {
-            alpha: s.decode.alpha.value(),
-            head_dim: s.decode.head_dim,
-            page_size: s.page_size,
-            q_heads: sh.q_heads(s),
-            kv_heads: sh.kv_heads,
-            kv_dtype: s.decode.kv_dtype,
-            alibi: s.alibi,
-            sketch_bits: s.sketch_bits,
-            method,
-            max_batch: sh.batch,
-            num_pages: sh.num_pages,
-            max_pages: sh.max_pages,
-        }
+        shape_problem(&self.paper.spec, &self.paper.shape, method)
     }
 
     /// Plan `dec`'s step on this cache with a workspace of its own; the metadata is built on
@@ -468,6 +454,7 @@ pub fn shape_problem(s: &PagedSpec, shape: &PagedShape, method: Method) -> Probl
         max_batch: shape.batch,
         num_pages: shape.num_pages,
         max_pages: shape.max_pages,
+        check_device_ids: false,
     }
 }
 
@@ -610,6 +597,46 @@ impl HostCase {
                 bytes: workspace.size_bytes() as u64,
             },
         }
+    }
+
+    /// One step of `dec` (made with `check_device_ids` for [`HostCase::problem`]) planned on
+    /// the host copies, run after the device's lengths and block table were replaced by `lens`
+    /// and `table` (restored afterwards): the id faults it recorded, read back through
+    /// `Decoder::device_id_faults`, and its output.
+    pub fn run_on_device_ids(
+        &mut self,
+        gpu: &Gpu,
+        dec: &Decoder,
+        lens: &[i32],
+        table: &[i32],
+    ) -> Result<(Vec<IdFault>, Vec<f32>)> {
+        let mut workspace = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
+        let metadata = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.metadata_size().max(256) as usize)?;
+        workspace.fill_bytes(0xff)?;
+        self.out.fill_bytes(0xff)?;
+        let b = self.buffers(&workspace, &metadata);
+        let stream = gpu.stream_raw();
+        let step = dec.plan(&self.x.seq_lens, &self.x.block_table)?;
+        // SAFETY: every buffer was allocated above with the shapes the problem describes; the
+        // device ids replaced below are what the check is for.
+        let faults = unsafe {
+            dec.build_metadata(
+                stream,
+                &self.x.seq_lens,
+                &self.x.block_table,
+                &b.k_pool,
+                b.metadata,
+            )?;
+            gpu.synchronize()?;
+            self.seq_lens.copy_from_host(lens)?;
+            self.block_table.copy_from_host(table)?;
+            dec.run(&step, stream, &b)?;
+            dec.device_id_faults(&step, stream, b.workspace)?
+        };
+        let out = self.out.to_host()?;
+        self.seq_lens.copy_from_host(&self.x.seq_lens)?;
+        self.block_table.copy_from_host(&self.x.block_table)?;
+        Ok((faults, out))
     }
 
     /// Build the metadata, run one step of `dec` (made for [`HostCase::problem`]) on a NaN

@@ -395,6 +395,14 @@ pub fn run(opts: &Options, commit: &str, mut pool: Option<JitPool>) -> Result<Re
             });
         }
     }
+    match engine_guard_rows(&gpu) {
+        Ok(rows) => checks.extend(rows),
+        Err(e) => checks.push(CheckRow {
+            check: "engine guard_ids".into(),
+            passed: false,
+            detail: format!("error: {e:#}"),
+        }),
+    }
     let mut timings = Vec::new();
     for &n in &opts.large_n {
         match paper_paged(&gpu, &mut kernels, &mut cache, n, opts, &env) {
@@ -432,6 +440,84 @@ pub fn run(opts: &Options, commit: &str, mut pool: Option<JitPool>) -> Result<Re
         });
     }
     Ok(Report { env, checks, timings })
+}
+
+/// Every method through the runtime's `Decoder` with `check_device_ids`, on a small case of
+/// an untuned bundle made here: with the device's ids as planned the step matches the float64
+/// reference; with ids outside the pool and a length past the plan written to the device after
+/// planning, the step runs (no fault), reads back the faults `guard_ids_reference` predicts, and
+/// leaves the one untouched sequence's output as it was (within 1e-4: the same inputs, where
+/// only the certified paths' atomics may reorder f32 sums).
+fn engine_guard_rows(gpu: &Gpu) -> Result<Vec<CheckRow>> {
+    use entkv_abi::{guard_ids_reference, IdFault, PagedShape, PagedSpec};
+    use entkv_kernels::paged_data::{KeyData, PagedCase};
+    use entkv_runtime::engine::{Decoder, Method, Problem};
+
+    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16)?, 16, false, 4)?;
+    let bundle = std::sync::Arc::new(crate::bundle_cmd::create_default_bundle(&[spec], 0)?);
+    let case = PagedCase {
+        spec,
+        kv_heads: 2,
+        seq_lens: vec![17, 200, 95, 61],
+        seed: 3,
+        data: KeyData::Normal,
+        spare_pages: 2,
+    };
+    let mut host = crate::engine_bench::HostCase::new(gpu, case)?;
+    let x = host.x.clone();
+    let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
+    let longest = *x.seq_lens.iter().max().unwrap_or(&1) as u32;
+    let mut table = x.block_table.clone();
+    table[mp + 3] = n + 5;
+    table[mp + 7] = -1;
+    table[2 * mp + 5] = i32::MAX;
+    let mut lens = x.seq_lens.clone();
+    lens[0] = longest as i32 + 7;
+    let shape = PagedShape { batch: 4, ..x.shape };
+    let want = IdFault::decode(
+        &guard_ids_reference(&spec, &shape, longest, &lens, &table).faults,
+        longest,
+        n as u32,
+    );
+    let row_len = x.q.len() / 4;
+    let mut rows = Vec::new();
+    for method in [
+        Method::Dense,
+        Method::TopK { budget_pages: 3 },
+        Method::Gaussian,
+        Method::Certified,
+        Method::CertifiedPruned,
+        Method::Auto,
+    ] {
+        let problem = Problem {
+            check_device_ids: true,
+            ..host.problem(method)
+        };
+        let dec = Decoder::new(gpu, bundle.clone(), &problem)?;
+        let good = host.check(gpu, &dec)?;
+        let (none, good_out) = host.run_on_device_ids(gpu, &dec, &x.seq_lens, &x.block_table)?;
+        let (faults, out) = host.run_on_device_ids(gpu, &dec, &lens, &table)?;
+        let finite = out.iter().all(|v| v.is_finite());
+        let drift = out[3 * row_len..]
+            .iter()
+            .zip(&good_out[3 * row_len..])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        let passed = good.passed && none.is_empty() && faults == want && finite && drift <= 1e-4;
+        rows.push(CheckRow {
+            check: format!("engine guard_ids {}", method.name()),
+            passed,
+            detail: format!(
+                "in range: rel err {:.2e}, faults {}; bad ids: {} of {} sequences named as the reference{}, output finite {finite}, untouched sequence drift {drift:.1e}",
+                good.max_rel_err,
+                none.len(),
+                faults.len(),
+                want.len(),
+                if faults == want { "" } else { " (NOT)" }
+            ),
+        });
+    }
+    Ok(rows)
 }
 
 /// The PTX of every kernel the suite's programs launch, as (entry name, PTX), generated on every

@@ -47,6 +47,11 @@ pub fn kernels_of(bundle: &Bundle, spec: &PagedSpec) -> Result<KernelsByEntry> {
         for k in kernels {
             out.insert(k.name.clone(), Rc::new(k));
         }
+        if row.family.is_decode() {
+            // The bundle's decode modules also hold the step's optional id check.
+            let guard = entkv_kernels::guard::guard_ids_kernel(spec)?;
+            out.insert(guard.name.clone(), Rc::new(guard));
+        }
     }
     Ok(out)
 }
@@ -177,10 +182,54 @@ pub fn run_engine_with(
     sm_count: u32,
     tamper: impl FnOnce(&mut Vec<BoundCall>),
 ) -> Result<EngineRun> {
+    run_step(case, x, method, bundle, sm_count, (false, None), tamper)
+}
+
+/// The device's lengths and block table at a step, where they differ from the host copies the
+/// step was planned with.
+pub struct DeviceIds<'a> {
+    pub seq_lens: &'a [i32],
+    pub block_table: &'a [i32],
+}
+
+/// [`run_engine`] where the append and the step read `device`'s lengths and block table (the
+/// plan was made from `x`'s), with `Problem::check_device_ids` as given (its fault records are
+/// the workspace slot `ids_faults`).
+pub fn run_engine_on_device(
+    case: &PagedCase,
+    x: &PagedInputs,
+    method: Method,
+    bundle: &Arc<Bundle>,
+    sm_count: u32,
+    check_device_ids: bool,
+    device: &DeviceIds,
+) -> Result<EngineRun> {
+    run_step(
+        case,
+        x,
+        method,
+        bundle,
+        sm_count,
+        (check_device_ids, Some(device)),
+        |_| {},
+    )
+}
+
+/// The run behind [`run_engine_with`] and [`run_engine_on_device`].
+fn run_step(
+    case: &PagedCase,
+    x: &PagedInputs,
+    method: Method,
+    bundle: &Arc<Bundle>,
+    sm_count: u32,
+    (check_device_ids, device): (bool, Option<&DeviceIds>),
+    tamper: impl FnOnce(&mut Vec<BoundCall>),
+) -> Result<EngineRun> {
     let spec = &case.spec;
     let mut problem = case_problem(case, &x.shape, method);
     // Capacity above the batch: the layouts are bounds, plans use less.
     problem.max_batch += 2;
+    problem.check_device_ids = check_device_ids;
     let planner = DecodePlanner::new(&problem, bundle.clone(), sm_count).context("making the planner")?;
     let kernels = kernels_of(bundle, spec)?;
     let mut p = Program::new();
@@ -231,6 +280,11 @@ pub fn run_engine_with(
             plan.append_calls.is_empty() && planner.metadata_size() == 0,
             "{method:?} reads no metadata but plans an append or a metadata region"
         );
+    }
+    if let Some(d) = device {
+        // Read when the program runs: by the append above and the step.
+        p.buffer("seq_lens", HostBuffer::I32(d.seq_lens.to_vec()));
+        p.buffer("block_table", HostBuffer::I32(d.block_table.to_vec()));
     }
     let mut calls = plan.calls.clone();
     tamper(&mut calls);

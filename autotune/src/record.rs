@@ -85,6 +85,10 @@ pub struct TimingRecord {
     /// records written before it was stored (those used the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_seed: Option<u64>,
+    /// Whether the step ran with the device-side id check (`entkv bench --check-device-ids`).
+    /// Absent when it did not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_device_ids: bool,
 }
 
 impl TimingRecord {
@@ -128,6 +132,7 @@ impl TimingRecord {
             // sets its own.
             start: Some("lead".into()),
             data_seed: None,
+            check_device_ids: false,
         }
     }
 }

@@ -47,8 +47,10 @@ pub use writer::{BundleMeta, BundleWriter};
 /// field and fail the digest), 14 the 4-bit sketch's norm words at head dims ≥ 128 (f16, bf16 keys)
 /// (`entkv_abi::PagedSpec::sketch_norm`: larger sketch blocks, which a schema-13 reader's engine
 /// would allocate too small; a schema-13 bundle's kernels of such specs use its own smaller
-/// blocks throughout, so it still reads).
-pub const SCHEMA_VERSION: u32 = 14;
+/// blocks throughout, so it still reads), 15 `guard_ids` in every decode module, beside the
+/// rows' entries (the step's optional device-side id check, `entkv_abi::guard`; a runtime
+/// refuses that check with an older bundle, whose steps otherwise run as before).
+pub const SCHEMA_VERSION: u32 = 15;
 
 /// The first schema whose seeded certified rows list (and whose modules hold) the full walk's
 /// entries only; older seeded rows also list the page-pruned walk's, which are never launched.
@@ -66,8 +68,8 @@ pub const SKETCH_MMA_SCHEMA: u32 = 13;
 /// refused with a request to rebuild. Schemas 6 to 13 differ from 14 only by the absent `mma`,
 /// `seed`, `pruned_walk`, `lookahead` and `sketch_mma` (false), by never rescoring on the tensor
 /// cores, by the seeded rows' two extra entries before 11 and by 4-bit sketches without norm
-/// words before 14 (their `page_meta` and certified kernels agree on that layout): their
-/// kernels are otherwise today's.
+/// words before 14 (their `page_meta` and certified kernels agree on that layout), and by
+/// decode modules without `guard_ids` before 15: their kernels are otherwise today's.
 pub const OLDEST_SCHEMA_VERSION: u32 = 6;
 
 /// The manifest's file name inside a bundle directory.

@@ -82,7 +82,12 @@ pub fn stub_bundle(specs: &[PagedSpec], extra: Vec<TableRow>) -> Result<Bundle, 
     let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in &rows {
         let entries = modules.entry(r.module.clone()).or_default();
-        for e in &r.entries {
+        // A decode module also defines the step's optional id check (`entkv_abi::guard`).
+        let guard = match r.family.is_decode() {
+            true => Some(entkv_abi::guard_ids_entry(spec_of(specs, r)?)),
+            false => None,
+        };
+        for e in r.entries.iter().chain(guard.as_ref()) {
             if !entries.contains(e) {
                 entries.push(e.clone());
             }
@@ -95,4 +100,12 @@ pub fn stub_bundle(specs: &[PagedSpec], extra: Vec<TableRow>) -> Result<Bundle, 
         w.add_row(r);
     }
     w.finish()
+}
+
+/// The spec of row `r` among `specs` (rows name theirs by sketch tag).
+fn spec_of<'a>(specs: &'a [PagedSpec], r: &TableRow) -> Result<&'a PagedSpec, BundleError> {
+    specs
+        .iter()
+        .find(|s| s.sketch_tag() == r.spec)
+        .ok_or_else(|| BundleError::Corrupt(format!("row spec `{}` is not among the stub's specs", r.spec)))
 }

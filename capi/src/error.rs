@@ -105,6 +105,8 @@ pub(crate) fn engine_status(e: &EngineError) -> entkv_status {
         EngineError::EmptyBatch | EngineError::BatchTooLarge { .. } => ENTKV_ERR_BATCH,
         EngineError::BadTensor { .. } | EngineError::MissingTensor(_) => ENTKV_ERR_TENSOR,
         EngineError::WrongPlan => ENTKV_ERR_WRONG_STEP,
+        EngineError::NoDeviceIdCheck { .. } => ENTKV_ERR_BUNDLE,
+        EngineError::DeviceIdCheckOff => ENTKV_ERR_INVALID_ARGUMENT,
         EngineError::Internal(_) => ENTKV_ERR_INTERNAL,
     }
 }
@@ -131,7 +133,8 @@ pub(crate) fn batch_status(e: &BatchError) -> entkv_status {
         | BatchError::BlockTableCount { .. }
         | BatchError::EmptySequence { .. }
         | BatchError::SequenceTooLong { .. }
-        | BatchError::PageOutOfPool { .. } => ENTKV_ERR_BATCH,
+        | BatchError::PageOutOfPool { .. }
+        | BatchError::LongerThanPlanned { .. } => ENTKV_ERR_BATCH,
     }
 }
 

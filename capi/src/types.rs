@@ -186,6 +186,8 @@ impl entkv_problem {
             max_batch: self.max_batch,
             num_pages: self.num_pages,
             max_pages: self.max_pages,
+            // Not in the C ABI yet (a new field would change `entkv_problem`'s layout).
+            check_device_ids: false,
         })
     }
 }

@@ -16,6 +16,7 @@ pub mod entmax;
 pub mod fill;
 pub mod finish;
 pub mod gaussian;
+pub mod guard;
 pub mod lead;
 pub mod mma_checks;
 pub mod normal;
@@ -121,9 +122,11 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         name: "decode_certified",
         kernels: decode,
     });
+    let mut dense: Vec<Kernel> = decode::paged_kernels(spec, &DenseTile::default_paged(spec), false)?.into();
+    dense.push(guard::guard_ids_kernel(spec)?);
     out.push(KernelModule {
         name: "decode_dense",
-        kernels: decode::paged_kernels(spec, &DenseTile::default_paged(spec), false)?.into(),
+        kernels: dense,
     });
     out.push(KernelModule {
         name: "decode_sparse",

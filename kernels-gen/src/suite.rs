@@ -111,6 +111,7 @@ pub fn all_checks() -> Vec<Box<dyn KernelCheck>> {
     v.extend(crate::topk::checks());
     v.extend(crate::prune_checks::checks());
     v.extend(crate::mma_checks::checks());
+    v.extend(crate::guard::checks());
     v
 }
 

@@ -94,3 +94,73 @@ fn every_method_matches_the_reference_gqa_alibi_bf16() {
     // A one-SM split plan: several chunks per split.
     check_case(case, &ALL, 1);
 }
+
+/// `check_device_ids`: after planning, the device's block table gets ids outside the pool and a
+/// length grows past the plan. Unchecked, every method's step reads outside its buffers (the
+/// interpreter's sanitizer stops it). Checked, the step runs: its records name each bad input
+/// as `guard_ids_reference` does, the untouched sequence's output is the one it has with good
+/// inputs, and with good inputs the checked step matches the float64 reference and records
+/// nothing.
+#[test]
+fn checked_steps_survive_bad_device_ids_and_name_them() {
+    use entkv_abi::{guard_ids_reference, IdFault, PagedShape};
+    use entkv_autotune::interp_engine::{check_run, run_engine_on_device, DeviceIds};
+
+    let case = PagedCase {
+        spec: spec(1.5, 32, 1, 16, DType::F16, false),
+        kv_heads: 2,
+        seq_lens: vec![17, 200, 95, 61],
+        seed: 3,
+        data: KeyData::Normal,
+        spare_pages: 2,
+    };
+    let bundle = Arc::new(create_default_bundle(&[case.spec], 0).unwrap());
+    let x = case.inputs();
+    let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
+    let longest = *x.seq_lens.iter().max().unwrap() as u32;
+    let mut table = x.block_table.clone();
+    table[mp + 3] = n + 5; // sequence 1 (13 pages)
+    table[mp + 7] = -1;
+    table[2 * mp + 5] = i32::MAX; // sequence 2's last page
+    let mut lens = x.seq_lens.clone();
+    lens[0] = longest as i32 + 7; // past the plan
+    let good = DeviceIds {
+        seq_lens: &x.seq_lens,
+        block_table: &x.block_table,
+    };
+    let bad = DeviceIds {
+        seq_lens: &lens,
+        block_table: &table,
+    };
+    let shape = PagedShape { batch: 4, ..x.shape };
+    let want = guard_ids_reference(&case.spec, &shape, longest, &lens, &table);
+    let faults = IdFault::decode(&want.faults, longest, n as u32);
+    assert_eq!(faults.iter().map(|f| f.seq).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(faults[1].count, 2);
+    let out_row = (x.q.values.len() / 4) as usize;
+    for method in ALL {
+        let e = run_engine_on_device(&case, &x, method, &bundle, 132, false, &bad).err();
+        let e = e.unwrap_or_else(|| panic!("{method:?}: an unchecked step with bad ids ran"));
+        println!("{method:?} unchecked: {:#}", e.root_cause());
+
+        let ok = run_engine_on_device(&case, &x, method, &bundle, 132, true, &good).unwrap();
+        let records = ok.program.get("ids_faults").as_i32().unwrap()[..12].to_vec();
+        assert_eq!(records, [0; 12], "{method:?}");
+        let ok_out = ok.program.get("out").to_f64_vec();
+        let c = check_run(&case, &x, ok).unwrap();
+        assert!(c.check.passed, "{method:?}: {:?}", c.check);
+
+        let run = run_engine_on_device(&case, &x, method, &bundle, 132, true, &bad).unwrap();
+        let got = |name: &str, len: usize| run.program.get(name).as_i32().unwrap()[..len].to_vec();
+        assert_eq!(got("ids_faults", 12), want.faults, "{method:?}");
+        assert_eq!(got("ids_seq_lens", 4), want.seq_lens, "{method:?}");
+        assert_eq!(got("ids_block_table", 4 * mp), want.block_table, "{method:?}");
+        let out = run.program.get("out").to_f64_vec();
+        assert!(out.iter().all(|v| v.is_finite()), "{method:?}: non-finite output");
+        assert_eq!(
+            out[3 * out_row..],
+            ok_out[3 * out_row..],
+            "{method:?}: sequence 3 changed"
+        );
+    }
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::result;
-use entkv_abi::Elem;
+use entkv_abi::{Elem, IdFault};
 use entkv_bundle::{Bundle, Manifest};
 
 use super::plan::{BoundArg, BoundCall, DecodePlanner, Region, StepPlan, TensorRole, META_PAGES};
@@ -299,8 +299,9 @@ impl Decoder {
     /// finished; the device's block table and lengths hold what the step was planned for: the
     /// page ids may change, but each length stays between 1 and [`StepPlan::longest`] and every
     /// page id it references in `0..num_pages`. [`Decoder::plan`] checked that on its host
-    /// copies; the kernels do not check the device's (that would need a host sync), and an id
-    /// outside the pool makes them read, and `append` write, outside it.
+    /// copies. Without [`Problem::check_device_ids`] the kernels do not check the device's, and
+    /// an id outside the pool makes them read, and `append` write, outside it; with it, the step
+    /// clamps them first and records what was bad ([`Decoder::device_id_faults`]).
     pub unsafe fn run(
         &self,
         step: &Step,
@@ -327,6 +328,33 @@ impl Decoder {
         self.planner.check_step(&step.plan, buffers)?;
         // SAFETY: forwarded contract.
         unsafe { self.launch_calls(&step.plan.append_calls, &step.append_functions, stream, buffers) }
+    }
+
+    /// The bad lengths and page ids the last `run` or `append` of `step` found on the device
+    /// (one [`IdFault`] a sequence that had any; empty when all were in range), with
+    /// [`Problem::check_device_ids`]. Waits for `stream` (a host sync: for checks between
+    /// steps, not inside a captured one).
+    ///
+    /// # Safety
+    /// `stream` and `workspace` as in [`Decoder::run`], and a step of `step` ran on them.
+    pub unsafe fn device_id_faults(
+        &self,
+        step: &Step,
+        stream: RawStream,
+        workspace: DeviceRegion,
+    ) -> Result<Vec<IdFault>, EngineError> {
+        let slot = self.planner.id_fault_slot(&step.plan)?;
+        workspace.check("workspace", self.planner.workspace_size())?;
+        let mut records = vec![0i32; slot.len as usize];
+        let _ctx = CtxGuard::bind(self.gpu.shared.cu_ctx())?;
+        // SAFETY: the slot lies inside the checked workspace and holds `records.len()` i32s;
+        // `records` is not touched until the stream is synchronised.
+        unsafe {
+            result::memcpy_dtoh_async(&mut records, workspace.ptr + slot.offset, stream.0)
+                .map_err(drv("cuMemcpyDtoHAsync"))?;
+            result::stream::synchronize(stream.0).map_err(drv("cuStreamSynchronize"))?;
+        }
+        self.planner.id_faults(&step.plan, &records)
     }
 
     /// Launch `calls` — a subset of `plan`'s, or [`DecodePlanner::plan_build_metadata`]'s —

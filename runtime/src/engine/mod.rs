@@ -20,6 +20,7 @@ mod problem;
 mod tensor;
 
 pub use decoder::{Decoder, DeviceMatch, ModuleCache, Step};
+pub use entkv_abi::IdFault;
 pub use layout::{RegionLayout, Slot, REGION_ALIGN};
 pub use plan::{BoundArg, BoundCall, ChosenKernel, DecodePlanner, Region, StepPlan, TensorRole, META_PAGES};
 pub use problem::{EngineError, Method, Problem};

@@ -12,12 +12,13 @@ use entkv_abi::pipeline::{
     meta_update_calls, topk_select_calls,
 };
 use entkv_abi::{
-    check_batch, ArgRef, BufferSpec, DecodeKind, Elem, KernelFamily, LaunchGeometry, PagedShape, PagedSpec,
-    PipelinePlan, TileConfig,
+    check_batch, guard_ids_buffers, guard_ids_calls, guard_ids_entry, ArgRef, BufferSpec, DecodeKind, Elem,
+    IdFault, KernelFamily, LaunchGeometry, PagedShape, PagedSpec, PipelinePlan, TileConfig, GUARDED_INPUTS,
+    GUARD_FAULTS, GUARD_FAULT_WORDS,
 };
 use entkv_bundle::{Bundle, RowSource, TableRow, Tier};
 
-use super::layout::RegionLayout;
+use super::layout::{RegionLayout, Slot};
 use super::tensor::DecodeBuffers;
 use super::{EngineError, Method, Problem};
 use crate::{KernelArg, MAX_KERNEL_ARGS};
@@ -181,6 +182,9 @@ impl DecodePlanner {
         let spec_tag = spec.sketch_tag();
         for &family in problem.method.families() {
             bundle.resolve(family, &spec, 1, problem.method.selector_for(family))?;
+        }
+        if problem.check_device_ids {
+            check_guard_modules(&bundle, problem, &spec)?;
         }
         let mut planner = DecodePlanner {
             id: NEXT_PLANNER_ID.fetch_add(1, Ordering::Relaxed),
@@ -374,6 +378,9 @@ impl DecodePlanner {
             }
             _ => {}
         }
+        if p.check_device_ids {
+            out.extend(guard_ids_buffers(&shape));
+        }
         out.retain(|b| TensorRole::from_name(&b.name).is_none());
         Ok(out)
     }
@@ -489,8 +496,8 @@ impl DecodePlanner {
             }
             Method::Auto => unreachable!("resolved above"),
         };
-        let calls = self.bind(pipeline, &rows)?;
-        let append_calls = if p.method.uses_metadata() {
+        let mut calls = self.bind(pipeline, &rows)?;
+        let mut append_calls = if p.method.uses_metadata() {
             let row = pick(KernelFamily::PageMeta)?;
             let TileConfig::Meta(tile) = row.tile else {
                 return Err(tile_mismatch(KernelFamily::PageMeta, &row.tile));
@@ -499,6 +506,19 @@ impl DecodePlanner {
         } else {
             Vec::new()
         };
+        if p.check_device_ids {
+            // The decode row is the last one picked for every method.
+            let decode_row = rows
+                .last()
+                .ok_or_else(|| EngineError::Internal("a plan without a decode row".into()))?;
+            let guard = self.guard_call(&shape, longest, decode_row)?;
+            for list in [&mut calls, &mut append_calls] {
+                if !list.is_empty() {
+                    self.read_guarded_copies(list)?;
+                    list.insert(0, guard.clone());
+                }
+            }
+        }
         Ok(StepPlan {
             owner: self.id,
             method,
@@ -596,6 +616,88 @@ impl DecodePlanner {
         Ok(())
     }
 
+    /// Where a step of `plan` leaves `guard_ids`' fault records (`len`: its batch × 3 i32),
+    /// with [`Problem::check_device_ids`].
+    pub fn id_fault_slot(&self, plan: &StepPlan) -> Result<Slot, EngineError> {
+        if plan.owner != self.id {
+            return Err(EngineError::WrongPlan);
+        }
+        if !self.problem.check_device_ids {
+            return Err(EngineError::DeviceIdCheckOff);
+        }
+        let slot = self
+            .workspace
+            .get(GUARD_FAULTS)
+            .ok_or_else(|| EngineError::Internal(format!("no workspace slot `{GUARD_FAULTS}`")))?;
+        Ok(Slot {
+            len: plan.batch as u64 * GUARD_FAULT_WORDS,
+            ..slot.clone()
+        })
+    }
+
+    /// The faults in a step's records (read from [`DecodePlanner::id_fault_slot`]).
+    pub fn id_faults(&self, plan: &StepPlan, records: &[i32]) -> Result<Vec<IdFault>, EngineError> {
+        let slot = self.id_fault_slot(plan)?;
+        if records.len() as u64 != slot.len {
+            return Err(EngineError::Internal(format!(
+                "{} fault words for a step of {} sequences",
+                records.len(),
+                plan.batch
+            )));
+        }
+        Ok(IdFault::decode(records, plan.longest, self.problem.num_pages))
+    }
+
+    /// `guard_ids` for a step of `shape` planned for `longest` tokens, from the module of the
+    /// step's decode row.
+    fn guard_call(
+        &self,
+        shape: &PagedShape,
+        longest: u32,
+        decode_row: &TableRow,
+    ) -> Result<BoundCall, EngineError> {
+        let mut plan = guard_ids_calls(&self.spec, shape, longest)?;
+        let call = plan
+            .calls
+            .pop()
+            .ok_or_else(|| EngineError::Internal("guard_ids planned no launch".into()))?;
+        let args = call
+            .args
+            .into_iter()
+            .map(|a| self.bind_arg(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(BoundCall {
+            family: decode_row.family,
+            module: decode_row.module.clone(),
+            entry: call.entry,
+            geometry: call.geometry,
+            args,
+        })
+    }
+
+    /// Point every launch's lengths and block table at `guard_ids`' clamped copies.
+    fn read_guarded_copies(&self, calls: &mut [BoundCall]) -> Result<(), EngineError> {
+        for (role, copy) in [TensorRole::BlockTable, TensorRole::SeqLens]
+            .into_iter()
+            .zip(GUARDED_INPUTS.map(|(_, copy)| copy))
+        {
+            let slot = self
+                .workspace
+                .get(copy)
+                .ok_or_else(|| EngineError::Internal(format!("no workspace slot `{copy}`")))?;
+            for arg in calls.iter_mut().flat_map(|c| c.args.iter_mut()) {
+                if *arg == BoundArg::Tensor(role) {
+                    *arg = BoundArg::Region {
+                        region: Region::Workspace,
+                        name: copy.to_string(),
+                        offset: slot.offset,
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Bind a pipeline's buffer names to tensors and region slots, checking every buffer it
     /// writes fits its slot (the bound the layout was made from).
     fn bind(&self, plan: PipelinePlan, rows: &[TableRow]) -> Result<Vec<BoundCall>, EngineError> {
@@ -675,6 +777,29 @@ impl DecodePlanner {
     pub fn modules_of(calls: &[BoundCall]) -> BTreeSet<&str> {
         calls.iter().map(|c| c.module.as_str()).collect()
     }
+}
+
+/// With `check_device_ids`, every decode module a step of `problem` may launch from must
+/// define `guard_ids` (bundles of schema 15 on).
+fn check_guard_modules(bundle: &Bundle, problem: &Problem, spec: &PagedSpec) -> Result<(), EngineError> {
+    let families = problem.method.families();
+    let (tag, entry) = (spec.sketch_tag(), guard_ids_entry(spec));
+    for row in bundle.rows() {
+        if row.spec != tag || !row.family.is_decode() || !families.contains(&row.family) {
+            continue;
+        }
+        let defined = bundle
+            .manifest()
+            .artifacts
+            .iter()
+            .any(|a| a.file == row.module && a.entries.contains(&entry));
+        if !defined {
+            return Err(EngineError::NoDeviceIdCheck {
+                module: row.module.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn tile_mismatch(family: KernelFamily, tile: &TileConfig) -> EngineError {

@@ -112,6 +112,12 @@ pub struct Problem {
     pub num_pages: u32,
     /// Columns of the block table (most pages per sequence).
     pub max_pages: u32,
+    /// Check the device's lengths and page ids in every step (`entkv_abi::guard`): a step
+    /// starts with `guard_ids`, which copies them into the workspace clamped into range, and
+    /// every launch reads the copies. A bad value then gives a wrong output, never an
+    /// out-of-bounds read, and [`crate::engine::Decoder::device_id_faults`] names it. Costs one
+    /// small launch a step (two with `append`); needs a bundle of schema 15 or newer.
+    pub check_device_ids: bool,
 }
 
 impl Problem {
@@ -131,6 +137,7 @@ impl Problem {
             max_batch: 1,
             num_pages: 1,
             max_pages: 1,
+            check_device_ids: false,
         }
     }
 
@@ -266,6 +273,15 @@ pub enum EngineError {
     /// A plan made by another decoder.
     #[error("the plan was made by another decoder")]
     WrongPlan,
+    /// `check_device_ids` with a bundle whose decode module has no `guard_ids`.
+    #[error("bundle module `{module}` has no `guard_ids` (bundles before schema 15): recreate the bundle to check device ids")]
+    NoDeviceIdCheck {
+        /// The decode module.
+        module: String,
+    },
+    /// Device id faults asked of a decoder that does not check them.
+    #[error("the decoder was made without check_device_ids, so its steps record no id faults")]
+    DeviceIdCheckOff,
     /// A plan or bundle row contradicts the workspace bounds: a bug, reported instead of
     /// launching out of bounds.
     #[error("internal inconsistency: {0}")]

@@ -535,3 +535,112 @@ fn planned_calls_come_from_the_preloadable_modules() {
         }
     }
 }
+
+/// With `check_device_ids` every step and append starts with `guard_ids` from the step's decode
+/// module, and no other launch reads the caller's lengths or block table; a bundle without the
+/// kernel is refused up front, and fault records decode to the host check's errors.
+#[test]
+fn checked_steps_read_only_the_guarded_copies() {
+    let (lens, bt) = batch();
+    for method in METHODS {
+        let p = Problem {
+            check_device_ids: true,
+            ..problem(method)
+        };
+        let pl = DecodePlanner::new(&p, bundle_for(&p), 132).unwrap();
+        let plain = planner(method);
+        let unchecked = plain.plan(&lens, &bt).unwrap();
+        let plan = pl.plan(&lens, &bt).unwrap();
+        for (list, before) in [
+            (&plan.calls, &unchecked.calls),
+            (&plan.append_calls, &unchecked.append_calls),
+        ] {
+            if before.is_empty() {
+                assert!(list.is_empty());
+                continue;
+            }
+            assert_eq!(list.len(), before.len() + 1, "{}", method.name());
+            let guard = &list[0];
+            assert!(guard.entry.starts_with("guard_ids__"), "{}", guard.entry);
+            assert!(guard.family.is_decode());
+            assert!(pl.bundle().ptx(&guard.module).unwrap().contains(&guard.entry));
+            assert_eq!(guard.geometry.grid, [3, 1, 1]);
+            for role in [TensorRole::BlockTable, TensorRole::SeqLens] {
+                assert!(guard.args.contains(&BoundArg::Tensor(role)));
+                for c in &list[1..] {
+                    assert!(
+                        !c.args.contains(&BoundArg::Tensor(role)),
+                        "{} reads {role:?}",
+                        c.entry
+                    );
+                }
+            }
+            // The same launches otherwise, reading the copies where they read the tensors.
+            for (c, b) in list[1..].iter().zip(before) {
+                assert_eq!((&c.entry, c.args.len()), (&b.entry, b.args.len()));
+                for (x, y) in c.args.iter().zip(&b.args) {
+                    match (x, y) {
+                        (BoundArg::Region { name, .. }, BoundArg::Tensor(TensorRole::BlockTable)) => {
+                            assert_eq!(name, "ids_block_table")
+                        }
+                        (BoundArg::Region { name, .. }, BoundArg::Tensor(TensorRole::SeqLens)) => {
+                            assert_eq!(name, "ids_seq_lens")
+                        }
+                        (BoundArg::Region { name: a, .. }, BoundArg::Region { name: b, .. }) => {
+                            assert_eq!(a, b)
+                        }
+                        _ => assert_eq!(x, y),
+                    }
+                }
+            }
+        }
+        let faults = pl.id_faults(&plan, &[0, 0, 0, 2, 4, -9, 1, -1, 200]).unwrap();
+        assert_eq!(faults.len(), 2);
+        assert_eq!(faults[0].seq, 1);
+        assert_eq!(
+            faults[0].first.to_string(),
+            "block_table[1][4] = -9 is outside the pool of 40 pages"
+        );
+        assert!(faults[1]
+            .first
+            .to_string()
+            .contains("seq_lens[2] = 200 on the device"));
+        assert!(pl.id_faults(&plan, &[0; 6]).is_err());
+        let e = plain.id_faults(&unchecked, &[0; 9]).unwrap_err();
+        assert!(matches!(e, EngineError::DeviceIdCheckOff), "{e}");
+        assert!(matches!(
+            pl.id_faults(&unchecked, &[0; 9]),
+            Err(EngineError::WrongPlan)
+        ));
+    }
+    // A bundle made before `guard_ids` (its decode modules lack it) is refused by name.
+    let p = Problem {
+        check_device_ids: true,
+        ..problem(Method::Certified)
+    };
+    let spec = spec_of(&p);
+    let mut old = entkv_bundle::BundleWriter::new(entkv_bundle::BundleMeta {
+        entkv_version: "0".into(),
+        llvm_version: "stub".into(),
+        target_sm: 90,
+        ptx_version: "8.0".into(),
+        tuned_on: None,
+        created_unix_s: 0,
+    });
+    old.add_spec(spec);
+    for family in KernelFamily::ALL {
+        let row = default_row(family, &spec).unwrap();
+        old.add_module(
+            &row.module,
+            entkv_bundle::stub::stub_ptx(&row.entries),
+            row.entries.clone(),
+        )
+        .unwrap();
+        old.add_row(row);
+    }
+    let e = DecodePlanner::new(&p, Arc::new(old.finish().unwrap()), 132).unwrap_err();
+    assert!(
+        e.to_string().contains("decode_certified__") && e.to_string().contains("no `guard_ids`"),
+        "{e}"
+    );
+}
