@@ -476,6 +476,7 @@ fn engine_guard_rows(gpu: &Gpu) -> Result<Vec<CheckRow>> {
     let shape = PagedShape { batch: 4, ..x.shape };
     let want = IdFault::decode(
         &guard_ids_reference(&spec, &shape, longest, &lens, &table).faults,
+        entkv_abi::guard_chunks(&spec, longest),
         longest,
         n as u32,
     );

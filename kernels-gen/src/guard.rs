@@ -1,14 +1,14 @@
 //! `guard_ids`: the device-side check of a step's lengths and page ids (`entkv_abi::guard`).
-//! One CTA a sequence copies its length and block-table row into the workspace, each value
-//! clamped into range, and writes its fault record; `entkv_abi::guard_ids_reference` is the
-//! host mirror.
+//! A CTA copies [`GUARD_COLUMNS`] block-table columns of one sequence (and the first chunk its
+//! length) into the workspace, each value clamped into range, and writes its fault record;
+//! `entkv_abi::guard_ids_reference` is the host mirror.
 
 use crate::program::Program;
 use crate::suite::{KernelCheck, Outcome, SuiteError};
 use crate::KernelGenError;
 use entkv_abi::{
-    guard_ids_calls, guard_ids_entry, guard_ids_reference, DType, DecodeSpec, PagedShape, PagedSpec,
-    GUARDED_INPUTS, GUARD_FAULTS, GUARD_FAULT_WORDS, GUARD_THREADS,
+    guard_chunks, guard_ids_calls, guard_ids_entry, guard_ids_reference, DType, DecodeSpec, IdFault,
+    PagedShape, PagedSpec, GUARDED_INPUTS, GUARD_COLUMNS, GUARD_FAULTS, GUARD_FAULT_WORDS, GUARD_THREADS,
 };
 use entkv_dsl::interp::HostBuffer;
 use entkv_dsl::*;
@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::rc::Rc;
 
-/// `guard_ids`: grid (batch). Parameters as `entkv_abi::guard_ids_calls`.
+/// `guard_ids`: grid (column chunks, batch). Parameters as `entkv_abi::guard_ids_calls`.
 pub fn guard_ids_kernel(spec: &PagedSpec) -> Result<Kernel, KernelGenError> {
     let p = spec.page_size as i32;
     let mut k = KernelBuilder::new(guard_ids_entry(spec), GUARD_THREADS);
@@ -28,35 +28,45 @@ pub fn guard_ids_kernel(spec: &PagedSpec) -> Result<Kernel, KernelGenError> {
     let max_pages = k.scalar_param("max_pages", Scalar::I32);
     let longest = k.scalar_param("longest", Scalar::I32);
     let num_pages = k.scalar_param("num_pages", Scalar::I32);
-    // The first bad logical page (max_pages when none) and how many there are.
+    // The chunk's first bad column (max_pages when none) and how many there are.
     let first_bad = k.shared("first_bad", Scalar::I32, 1);
     let bad_count = k.shared("bad_count", Scalar::I32, 1);
 
-    let b = k.let_("b", k.block_idx(Axis::X));
+    let chunk = k.let_("chunk", k.block_idx(Axis::X).i32());
+    let b = k.let_("b", k.block_idx(Axis::Y));
+    let chunks = k.let_("chunks", k.grid_dim(Axis::X));
     let tid = k.let_("tid", k.thread_idx().i32());
     let row = k.let_("row", b.i64() * max_pages.clone().i64());
     let len = k.let_("len", seq_lens.at(b));
-    let bad_len = k.let_("bad_len", len.lt(1i32).or(len.gt(longest.clone())));
-    let clamped = k.let_("clamped", len.max(1i32).min(longest));
+    // Only the first chunk reports the length; every chunk clamps it alike.
+    let bad_len = k.let_(
+        "bad_len",
+        chunk.eq_(0i32).and(len.lt(1i32).or(len.gt(longest.clone()))),
+    );
+    let clamped = k.let_("clamped", len.max(1i32).min(longest.clone()));
     let pages = k.let_("pages", (clamped + (p - 1)) / p);
+    // Columns a step planned for `longest` tokens can reach.
+    let columns = k.let_("columns", (longest + (p - 1)) / p);
     k.if_(tid.eq_(0i32), |k| {
         k.store(first_bad, 0i32, max_pages.clone());
         k.store(bad_count, 0i32, 0i32);
     });
     k.barrier();
-    // Every column is written (0 past the sequence's pages), so the copy is the caller's row
-    // with the values no launch may use replaced.
-    k.for_("j", tid, max_pages.clone(), GUARD_THREADS as i32, |k, j| {
-        let used = k.let_("used", j.clone().lt(pages));
-        let id = k.let_(
-            "id",
-            select(used, block_table.at(row.e() + j.clone().i64()), 0i32),
-        );
-        let bad = k.let_("bad", used.and(id.lt(0i32).or(id.ge(num_pages.clone()))));
-        k.store(ids_table, row.e() + j.clone().i64(), select(bad, 0i32, id));
-        k.if_(bad, |k| {
-            k.atomic_no_ret(AtomicOp::Min, first_bad, 0i32, j.clone());
-            k.atomic_no_ret(AtomicOp::Add, bad_count, 0i32, 1i32);
+    // Four independent columns a thread (coalesced across the CTA): a column past the
+    // sequence's pages is written as page 0, one past `columns` not at all.
+    let base = k.let_("base", chunk * GUARD_COLUMNS as i32 + tid);
+    let per_thread = (GUARD_COLUMNS / GUARD_THREADS) as i32;
+    k.for_unrolled("i", 0i32, per_thread, 1i32, per_thread as u32, |k, i| {
+        let j = k.let_("j", base.e() + i * GUARD_THREADS as i32);
+        k.if_(j.lt(columns), |k| {
+            let used = k.let_("used", j.lt(pages));
+            let id = k.let_("id", select(used, block_table.at(row.e() + j.i64()), 0i32));
+            let bad = k.let_("bad", used.and(id.lt(0i32).or(id.ge(num_pages.clone()))));
+            k.store(ids_table, row.e() + j.i64(), select(bad, 0i32, id));
+            k.if_(bad, |k| {
+                k.atomic_no_ret(AtomicOp::Min, first_bad, 0i32, j);
+                k.atomic_no_ret(AtomicOp::Add, bad_count, 0i32, 1i32);
+            });
         });
     });
     k.barrier();
@@ -70,12 +80,15 @@ pub fn guard_ids_kernel(spec: &PagedSpec) -> Result<Kernel, KernelGenError> {
             len,
             select(
                 paged,
-                block_table.at(row.e() + first.min(max_pages.clone() - 1i32).i64()),
+                block_table.at(row.e() + first.min(max_pages - 1i32).i64()),
                 0i32,
             ),
         );
-        let rec = k.let_("rec", b.i64() * GUARD_FAULT_WORDS as i64);
-        k.store(ids_lens, b, clamped);
+        let rec = k.let_(
+            "rec",
+            (b.i64() * chunks.i64() + chunk.i64()) * GUARD_FAULT_WORDS as i64,
+        );
+        k.if_(chunk.eq_(0i32), |k| k.store(ids_lens, b, clamped));
         k.store(faults, rec.e(), count);
         k.store(faults, rec.e() + 1i64, place);
         k.store(faults, rec.e() + 2i64, value);
@@ -153,13 +166,23 @@ impl KernelCheck for GuardCheck {
     fn verify(&self, ran: &Program) -> Outcome {
         let (lens, table, longest) = self.inputs();
         let want = guard_ids_reference(&self.spec, &self.shape, longest, &lens, &table);
-        let faults = want.faults.chunks(3).filter(|r| r[0] > 0).count();
-        for (name, want) in [
-            (GUARDED_INPUTS[0].1, &want.block_table),
-            (GUARDED_INPUTS[1].1, &want.seq_lens),
-            (GUARD_FAULTS, &want.faults),
+        let chunks = guard_chunks(&self.spec, longest);
+        let faults = IdFault::decode(&want.faults, chunks, longest, self.shape.num_pages).len();
+        // The copy's rows are `max_pages` apart; only the reachable columns are written.
+        let (mp, cols) = (self.shape.max_pages as usize, want.columns);
+        let copied: Vec<f64> = ran.get(GUARDED_INPUTS[0].1).to_f64_vec();
+        let copied: Vec<f64> = (0..lens.len())
+            .flat_map(|b| copied[b * mp..b * mp + cols].to_vec())
+            .collect();
+        for (name, got, want) in [
+            (GUARDED_INPUTS[0].1, copied, &want.block_table),
+            (
+                GUARDED_INPUTS[1].1,
+                ran.get(GUARDED_INPUTS[1].1).to_f64_vec(),
+                &want.seq_lens,
+            ),
+            (GUARD_FAULTS, ran.get(GUARD_FAULTS).to_f64_vec(), &want.faults),
         ] {
-            let got = ran.get(name).to_f64_vec();
             if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&(want[i] as f64))) {
                 return Outcome::new(
                     false,
@@ -171,20 +194,25 @@ impl KernelCheck for GuardCheck {
         let passed = (faults > 0) == (self.round > 0);
         Outcome::new(
             passed,
-            format!("{faults} sequences with bad values found, as the reference"),
+            format!("{faults} sequences with bad values over {chunks} chunks a row, as the reference"),
         )
     }
 }
 
-/// The suite's `guard_ids` cases: one page a sequence and a pool of two; a row longer than one
-/// sweep of the CTA (300 pages); 64-token pages and an odd row; each in range and with bad
-/// values.
+/// The suite's `guard_ids` cases: one page a sequence and a pool of two; 300 pages a row (more
+/// than a thread's share, less than a chunk); 64-token pages and an odd row; rows of three
+/// chunks; each in range and with bad values.
 pub fn checks() -> Vec<Box<dyn KernelCheck>> {
     let spec = |p| PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), p, false, 4);
     let mut v: Vec<Box<dyn KernelCheck>> = Vec::new();
-    for (i, (p, max_pages, batch, num_pages)) in [(16, 1, 3, 2), (16, 300, 5, 700), (64, 37, 4, 40)]
-        .into_iter()
-        .enumerate()
+    for (i, (p, max_pages, batch, num_pages)) in [
+        (16, 1, 3, 2),
+        (16, 300, 5, 700),
+        (64, 37, 4, 40),
+        (16, 2500, 3, 3000),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let Ok(spec) = spec(p) else { continue };
         for round in 0..3 {

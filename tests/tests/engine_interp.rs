@@ -115,7 +115,16 @@ fn checked_steps_survive_bad_device_ids_and_name_them() {
         spare_pages: 2,
     };
     let bundle = Arc::new(create_default_bundle(&[case.spec], 0).unwrap());
-    let x = case.inputs();
+    // Four block-table columns past the longest sequence's pages, holding garbage: no launch
+    // may read them (the copy leaves them unwritten, i.e. poisoned).
+    let mut x = case.inputs();
+    let cols = x.shape.max_pages as usize;
+    x.block_table = x
+        .block_table
+        .chunks(cols)
+        .flat_map(|r| r.iter().copied().chain([-9; 4]))
+        .collect();
+    x.shape.max_pages += 4;
     let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
     let longest = *x.seq_lens.iter().max().unwrap() as u32;
     let mut table = x.block_table.clone();
@@ -134,7 +143,8 @@ fn checked_steps_survive_bad_device_ids_and_name_them() {
     };
     let shape = PagedShape { batch: 4, ..x.shape };
     let want = guard_ids_reference(&case.spec, &shape, longest, &lens, &table);
-    let faults = IdFault::decode(&want.faults, longest, n as u32);
+    let chunks = entkv_abi::guard_chunks(&case.spec, longest);
+    let faults = IdFault::decode(&want.faults, chunks, longest, n as u32);
     assert_eq!(faults.iter().map(|f| f.seq).collect::<Vec<_>>(), [0, 1, 2]);
     assert_eq!(faults[1].count, 2);
     let out_row = (x.q.values.len() / 4) as usize;
@@ -144,17 +154,25 @@ fn checked_steps_survive_bad_device_ids_and_name_them() {
         println!("{method:?} unchecked: {:#}", e.root_cause());
 
         let ok = run_engine_on_device(&case, &x, method, &bundle, 132, true, &good).unwrap();
-        let records = ok.program.get("ids_faults").as_i32().unwrap()[..12].to_vec();
-        assert_eq!(records, [0; 12], "{method:?}");
+        let records = ok.program.get("ids_faults").as_i32().unwrap()[..want.faults.len()].to_vec();
+        assert!(records.iter().all(|&w| w == 0), "{method:?}: {records:?}");
         let ok_out = ok.program.get("out").to_f64_vec();
         let c = check_run(&case, &x, ok).unwrap();
         assert!(c.check.passed, "{method:?}: {:?}", c.check);
 
         let run = run_engine_on_device(&case, &x, method, &bundle, 132, true, &bad).unwrap();
         let got = |name: &str, len: usize| run.program.get(name).as_i32().unwrap()[..len].to_vec();
-        assert_eq!(got("ids_faults", 12), want.faults, "{method:?}");
+        assert_eq!(got("ids_faults", want.faults.len()), want.faults, "{method:?}");
         assert_eq!(got("ids_seq_lens", 4), want.seq_lens, "{method:?}");
-        assert_eq!(got("ids_block_table", 4 * mp), want.block_table, "{method:?}");
+        let copy = got("ids_block_table", 4 * mp);
+        for b in 0..4 {
+            let cols = want.columns;
+            assert_eq!(
+                copy[b * mp..][..cols],
+                want.block_table[b * cols..][..cols],
+                "{method:?}"
+            );
+        }
         let out = run.program.get("out").to_f64_vec();
         assert!(out.iter().all(|v| v.is_finite()), "{method:?}: non-finite output");
         assert_eq!(

@@ -12,9 +12,9 @@ use entkv_abi::pipeline::{
     meta_update_calls, topk_select_calls,
 };
 use entkv_abi::{
-    check_batch, guard_ids_buffers, guard_ids_calls, guard_ids_entry, ArgRef, BufferSpec, DecodeKind, Elem,
-    IdFault, KernelFamily, LaunchGeometry, PagedShape, PagedSpec, PipelinePlan, TileConfig, GUARDED_INPUTS,
-    GUARD_FAULTS, GUARD_FAULT_WORDS,
+    check_batch, guard_chunks, guard_ids_buffers, guard_ids_calls, guard_ids_entry, ArgRef, BufferSpec,
+    DecodeKind, Elem, IdFault, KernelFamily, LaunchGeometry, PagedShape, PagedSpec, PipelinePlan, TileConfig,
+    GUARDED_INPUTS, GUARD_FAULTS, GUARD_FAULT_WORDS,
 };
 use entkv_bundle::{Bundle, RowSource, TableRow, Tier};
 
@@ -379,7 +379,7 @@ impl DecodePlanner {
             _ => {}
         }
         if p.check_device_ids {
-            out.extend(guard_ids_buffers(&shape));
+            out.extend(guard_ids_buffers(&self.spec, &shape));
         }
         out.retain(|b| TensorRole::from_name(&b.name).is_none());
         Ok(out)
@@ -616,7 +616,8 @@ impl DecodePlanner {
         Ok(())
     }
 
-    /// Where a step of `plan` leaves `guard_ids`' fault records (`len`: its batch × 3 i32),
+    /// Where a step of `plan` leaves `guard_ids`' fault records (`len`: its batch × column
+    /// chunks × 3 i32),
     /// with [`Problem::check_device_ids`].
     pub fn id_fault_slot(&self, plan: &StepPlan) -> Result<Slot, EngineError> {
         if plan.owner != self.id {
@@ -630,7 +631,7 @@ impl DecodePlanner {
             .get(GUARD_FAULTS)
             .ok_or_else(|| EngineError::Internal(format!("no workspace slot `{GUARD_FAULTS}`")))?;
         Ok(Slot {
-            len: plan.batch as u64 * GUARD_FAULT_WORDS,
+            len: plan.batch as u64 * guard_chunks(&self.spec, plan.longest) as u64 * GUARD_FAULT_WORDS,
             ..slot.clone()
         })
     }
@@ -645,7 +646,13 @@ impl DecodePlanner {
                 plan.batch
             )));
         }
-        Ok(IdFault::decode(records, plan.longest, self.problem.num_pages))
+        let chunks = guard_chunks(&self.spec, plan.longest);
+        Ok(IdFault::decode(
+            records,
+            chunks,
+            plan.longest,
+            self.problem.num_pages,
+        ))
     }
 
     /// `guard_ids` for a step of `shape` planned for `longest` tokens, from the module of the

@@ -564,7 +564,7 @@ fn checked_steps_read_only_the_guarded_copies() {
             assert!(guard.entry.starts_with("guard_ids__"), "{}", guard.entry);
             assert!(guard.family.is_decode());
             assert!(pl.bundle().ptx(&guard.module).unwrap().contains(&guard.entry));
-            assert_eq!(guard.geometry.grid, [3, 1, 1]);
+            assert_eq!(guard.geometry.grid, [1, 3, 1]);
             for role in [TensorRole::BlockTable, TensorRole::SeqLens] {
                 assert!(guard.args.contains(&BoundArg::Tensor(role)));
                 for c in &list[1..] {
