@@ -1,5 +1,5 @@
-# Device call, any GPU (an H100 will do): the device-side id check (060863b) on the GPU, then
-# its cost. Carries .gpu/guard.txz (scripts/pack-gpu.sh at 060863b).
+# Device call, any GPU (an H100 will do): the device-side id check (see the pack's commit) on the GPU, then
+# its cost. Carries .gpu/guard.txz (scripts/pack-gpu.sh).
 # 1. `entkv gpu-check --small-only`: the suite (its `guard_ids` checks against the host mirror
 #    among them) and the `engine guard_ids <method>` rows: every method through the Decoder with
 #    check_device_ids, ids outside the pool and a length past the plan written to the device
