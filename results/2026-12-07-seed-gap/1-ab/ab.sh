@@ -13,6 +13,6 @@ for s in 7 8 9 10 11 12; do
   done
   snap
 done
-ph_build r6 gpu-check-small 100 .gpu/s/r6/entkv gpu-check --small-only --out $W/gpu-check
-grep -E '^gpu-check:' $W/gpu-check-small.log; grep -E " FAIL " $W/gpu-check-small.log | head -8
+ph_build r6 gpu-check-r6 100 .gpu/s/r6/entkv gpu-check --small-only --out $W/gpu-check-r6
+grep -E "^gpu-check:" $W/gpu-check-r6.log; grep -E " FAIL " $W/gpu-check-r6.log | head -8
 for b in cur r6; do find $W/bundle-$b -type f ! -name manifest.json -delete; done
