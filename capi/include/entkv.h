@@ -115,6 +115,13 @@ typedef int32_t entkv_status;
 /** ENTKV_CERTIFIED after page pruning: exact too; wins where pages cluster. */
 #define ENTKV_CERTIFIED_PRUNED 5
 
+/** Flags of entkv_decoder_create_ex. */
+/** Check the device's lengths and page ids in every step: each run and append starts with a
+ *  small launch that copies them into the workspace clamped into range (every other launch
+ *  reads the copies), so a bad value gives a wrong output instead of an out-of-bounds access,
+ *  and entkv_decoder_device_id_faults names it. Needs a bundle of schema 15 or newer. */
+#define ENTKV_CHECK_DEVICE_IDS 1u
+
 /* ---------------------------------------------------------------------------------------- */
 /* Opaque handles                                                                            */
 /* ---------------------------------------------------------------------------------------- */
@@ -173,6 +180,18 @@ typedef struct {
     uint64_t workspace_bytes;  /**< ≥ entkv_decoder_workspace_size */
 } entkv_buffers;
 
+/** A bad length or page id a checked step found in one sequence. */
+typedef struct {
+    /** The sequence. */
+    uint32_t seq;
+    /** Bad values in it (its length counts as one). */
+    uint32_t count;
+    /** Where the first is: -1 the length, else the logical page of the bad id. */
+    int32_t logical_page;
+    /** The bad length or page id. */
+    int32_t value;
+} entkv_id_fault;
+
 /* ---------------------------------------------------------------------------------------- */
 /* Library                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
@@ -211,6 +230,12 @@ void entkv_bundle_free(entkv_bundle *bundle);
 entkv_status entkv_decoder_create(const entkv_bundle *bundle, int32_t device_ordinal,
                                   const entkv_problem *problem, entkv_decoder **out);
 
+/** entkv_decoder_create with `flags` (0 or ENTKV_CHECK_DEVICE_IDS; other bits are
+ *  ENTKV_ERR_INVALID_ARGUMENT). A bundle without the check's kernel is ENTKV_ERR_BUNDLE. */
+entkv_status entkv_decoder_create_ex(const entkv_bundle *bundle, int32_t device_ordinal,
+                                     const entkv_problem *problem, uint32_t flags,
+                                     entkv_decoder **out);
+
 /** Free a decoder (no call on it may be in flight). Steps it planned can still be freed. */
 void entkv_decoder_free(entkv_decoder *decoder);
 
@@ -239,9 +264,9 @@ entkv_status entkv_decoder_workspace_slot(const entkv_decoder *decoder, const ch
  *  (`block_table_len` = batch × max_pages int32, row-major), and load its kernels. Every length
  *  and referenced page is checked here (ENTKV_ERR_BATCH). The step serves any later step with
  *  the same batch whose lengths are no longer than these (page ids may change). Those later
- *  steps' device copies are not checked (that would need a host sync): each length must stay
- *  ≥ 1 and every page id it references in [0, num_pages), or the kernels read (and append
- *  writes) outside the pools and the metadata. A host array
+ *  steps' device copies are not checked unless the decoder was made with
+ *  ENTKV_CHECK_DEVICE_IDS: each length must stay ≥ 1 and every page id it references in
+ *  [0, num_pages), or the kernels read (and append writes) outside the pools and the metadata. A host array
  *  may be NULL only when its length is 0. Free with entkv_step_free. */
 entkv_status entkv_decoder_plan(const entkv_decoder *decoder, const int32_t *seq_lens,
                                 uint32_t batch, const int32_t *block_table,
@@ -267,6 +292,16 @@ entkv_status entkv_decoder_run(const entkv_decoder *decoder, const entkv_step *s
  *  Plan the step for the new lengths. A no-op for ENTKV_DENSE. Asynchronous, like run. */
 entkv_status entkv_decoder_append(const entkv_decoder *decoder, const entkv_step *step,
                                   void *cu_stream, const entkv_buffers *buffers);
+
+/** The bad lengths and page ids the last run or append of `step` found on the device (a
+ *  decoder made with ENTKV_CHECK_DEVICE_IDS; otherwise ENTKV_ERR_INVALID_ARGUMENT): `count`
+ *  receives how many sequences had any, and the first min(count, capacity) of them go to
+ *  `faults` (NULL only with capacity 0). Waits for `cu_stream`: a host sync, for checks between
+ *  steps, never inside a captured graph. */
+entkv_status entkv_decoder_device_id_faults(const entkv_decoder *decoder, const entkv_step *step,
+                                            void *cu_stream, uint64_t workspace_ptr,
+                                            uint64_t workspace_bytes, entkv_id_fault *faults,
+                                            uint32_t capacity, uint32_t *count);
 
 /** Build the metadata of every full page of a batch (after prefill) into the metadata region
  *  [metadata_ptr, metadata_ptr + metadata_bytes). Lengths and block table are host copies, as

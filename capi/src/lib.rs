@@ -27,8 +27,9 @@ pub use error::{
     ENTKV_ERR_TENSOR, ENTKV_ERR_WRONG_STEP, ENTKV_OK,
 };
 pub use types::{
-    entkv_buffers, entkv_problem, entkv_tensor, DEFAULT_SKETCH_BITS, ENTKV_AUTO, ENTKV_BF16, ENTKV_CERTIFIED,
-    ENTKV_DENSE, ENTKV_F16, ENTKV_F32, ENTKV_GAUSSIAN, ENTKV_I32, ENTKV_TOPK,
+    entkv_buffers, entkv_id_fault, entkv_problem, entkv_tensor, DEFAULT_SKETCH_BITS, ENTKV_AUTO, ENTKV_BF16,
+    ENTKV_CERTIFIED, ENTKV_CHECK_DEVICE_IDS, ENTKV_DENSE, ENTKV_F16, ENTKV_F32, ENTKV_GAUSSIAN, ENTKV_I32,
+    ENTKV_TOPK,
 };
 
 use error::{ffi, Error};
@@ -204,7 +205,49 @@ pub unsafe extern "C" fn entkv_decoder_create(
     problem: *const entkv_problem,
     out: *mut *mut EntkvDecoder,
 ) -> entkv_status {
-    ffi("entkv_decoder_create", || {
+    // SAFETY: forwarded contract.
+    unsafe { create_decoder("entkv_decoder_create", bundle, device_ordinal, problem, 0, out) }
+}
+
+/// [`entkv_decoder_create`] with `flags`: [`ENTKV_CHECK_DEVICE_IDS`] checks the device's
+/// lengths and page ids in every step (`Problem::check_device_ids`; bundles of schema 15 on).
+///
+/// # Safety
+/// As [`entkv_decoder_create`].
+#[no_mangle]
+pub unsafe extern "C" fn entkv_decoder_create_ex(
+    bundle: *const EntkvBundle,
+    device_ordinal: i32,
+    problem: *const entkv_problem,
+    flags: u32,
+    out: *mut *mut EntkvDecoder,
+) -> entkv_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        create_decoder(
+            "entkv_decoder_create_ex",
+            bundle,
+            device_ordinal,
+            problem,
+            flags,
+            out,
+        )
+    }
+}
+
+/// The body of both creates.
+///
+/// # Safety
+/// As [`entkv_decoder_create`].
+unsafe fn create_decoder(
+    name: &str,
+    bundle: *const EntkvBundle,
+    device_ordinal: i32,
+    problem: *const entkv_problem,
+    flags: u32,
+    out: *mut *mut EntkvDecoder,
+) -> entkv_status {
+    ffi(name, || {
         // SAFETY: forwarded contract of this function (for the three pointers).
         let (bundle, problem, out) = unsafe {
             (
@@ -213,7 +256,15 @@ pub unsafe extern "C" fn entkv_decoder_create(
                 out_arg(out, "out")?,
             )
         };
-        let problem = problem.engine_problem()?;
+        if flags & !ENTKV_CHECK_DEVICE_IDS != 0 {
+            return Err(Error::invalid(format!(
+                "flags {flags:#x} has bits other than ENTKV_CHECK_DEVICE_IDS ({ENTKV_CHECK_DEVICE_IDS:#x})"
+            )));
+        }
+        let problem = entkv_runtime::Problem {
+            check_device_ids: flags & ENTKV_CHECK_DEVICE_IDS != 0,
+            ..problem.engine_problem()?
+        };
         // Everything host-side first, so a bad problem is reported as such on any machine.
         DecodePlanner::new(&problem, bundle.0.clone(), VALIDATION_SM_COUNT)?;
         let ordinal = usize::try_from(device_ordinal)
@@ -439,7 +490,8 @@ unsafe fn launch_step(
 /// until the step has finished on the stream. The device's lengths and block table hold what
 /// the step was planned for: page ids may change, but each length stays between 1 and the
 /// planned one and every page id it references in [0, num_pages) (checked by
-/// `entkv_decoder_plan` on its host copies, never on the device's).
+/// `entkv_decoder_plan` on its host copies, and on the device's only by a decoder made with
+/// [`ENTKV_CHECK_DEVICE_IDS`], which clamps them and records what was bad).
 #[no_mangle]
 pub unsafe extern "C" fn entkv_decoder_run(
     decoder: *const EntkvDecoder,
@@ -465,6 +517,57 @@ pub unsafe extern "C" fn entkv_decoder_append(
 ) -> entkv_status {
     // SAFETY: forwarded contract.
     unsafe { launch_step("entkv_decoder_append", true, decoder, step, cu_stream, buffers) }
+}
+
+/// The bad lengths and page ids the last run or append of `step` found on the device, for a
+/// decoder made with [`ENTKV_CHECK_DEVICE_IDS`]: one [`entkv_id_fault`] a sequence that had any.
+/// `count` gets how many sequences had one; the first `min(count, capacity)` go to `faults`
+/// (NULL only with `capacity` 0). Waits for `cu_stream` (a host sync: between steps, never
+/// inside a captured graph).
+///
+/// # Safety
+/// Handles NULL or valid; `faults` NULL or `capacity` writable records; `count` NULL or
+/// writable; `cu_stream` and the workspace region as in [`entkv_decoder_run`], with a step of
+/// `step` run on them.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn entkv_decoder_device_id_faults(
+    decoder: *const EntkvDecoder,
+    step: *const EntkvStep,
+    cu_stream: *mut c_void,
+    workspace_ptr: u64,
+    workspace_bytes: u64,
+    faults: *mut entkv_id_fault,
+    capacity: u32,
+    count: *mut u32,
+) -> entkv_status {
+    ffi("entkv_decoder_device_id_faults", || {
+        // SAFETY: forwarded contract.
+        let (d, s, count) = unsafe {
+            (
+                arg(decoder, "decoder")?,
+                arg(step, "step")?,
+                out_val(count, "count")?,
+            )
+        };
+        if faults.is_null() && capacity > 0 {
+            return Err(Error::null("faults"));
+        }
+        let workspace = entkv_runtime::engine::DeviceRegion {
+            ptr: workspace_ptr,
+            bytes: workspace_bytes,
+        };
+        let stream = RawStream::from_raw(cu_stream as usize);
+        // SAFETY: the C caller upholds `Decoder::run`'s contract for the stream and workspace.
+        let found = unsafe { d.0.device_id_faults(&s.0, stream, workspace)? };
+        *count = u32::try_from(found.len()).unwrap_or(u32::MAX);
+        for (i, f) in found.iter().take(capacity as usize).enumerate() {
+            // SAFETY: `faults` holds `capacity` writable records (checked non-null above when
+            // `capacity` > 0) and `i < capacity`.
+            unsafe { faults.add(i).write(entkv_id_fault::of(f)) };
+        }
+        Ok(())
+    })
 }
 
 /// Build the metadata of every full page of a batch after prefill (host copies of its lengths

@@ -2,7 +2,8 @@
 
 #![allow(non_camel_case_types)]
 
-use entkv_runtime::engine::{DecodeBuffers, DeviceRegion, DeviceTensor, MAX_RANK};
+use entkv_runtime::engine::{DecodeBuffers, DeviceRegion, DeviceTensor, IdFault, MAX_RANK};
+use entkv_runtime::BatchError;
 use entkv_runtime::{DType, Elem, Method, Problem};
 
 use crate::error::{Error, ENTKV_ERR_SPEC, ENTKV_ERR_TENSOR};
@@ -28,6 +29,43 @@ pub const ENTKV_CERTIFIED: i32 = 3;
 pub const ENTKV_AUTO: i32 = 4;
 /// `ENTKV_CERTIFIED_PRUNED`.
 pub const ENTKV_CERTIFIED_PRUNED: i32 = 5;
+
+/// `ENTKV_CHECK_DEVICE_IDS`: a flag of `entkv_decoder_create_ex` (`Problem::check_device_ids`).
+pub const ENTKV_CHECK_DEVICE_IDS: u32 = 1;
+
+/// `entkv_id_fault`: the bad lengths and page ids a checked step found in one sequence.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct entkv_id_fault {
+    /// The sequence.
+    pub seq: u32,
+    /// Bad values in it (its length counts as one).
+    pub count: u32,
+    /// Where the first is: −1 the length, else the logical page of the bad id.
+    pub logical_page: i32,
+    /// The bad length or page id.
+    pub value: i32,
+}
+
+impl entkv_id_fault {
+    /// The C form of an engine fault.
+    pub(crate) fn of(f: &IdFault) -> entkv_id_fault {
+        let (logical_page, value) = match f.first {
+            BatchError::EmptySequence { len, .. } | BatchError::LongerThanPlanned { len, .. } => (-1, len),
+            BatchError::PageOutOfPool { logical, page, .. } => (logical.min(i32::MAX as usize) as i32, page),
+            // `IdFault::decode` makes none of these.
+            BatchError::SeqLensCount { .. }
+            | BatchError::BlockTableCount { .. }
+            | BatchError::SequenceTooLong { .. } => (-1, 0),
+        };
+        entkv_id_fault {
+            seq: f.seq.min(u32::MAX as usize) as u32,
+            count: f.count,
+            logical_page,
+            value,
+        }
+    }
+}
 
 /// The sketch width used when `entkv_problem::sketch_bits` is 0.
 pub const DEFAULT_SKETCH_BITS: u32 = entkv_abi::DEFAULT_SKETCH_BITS;

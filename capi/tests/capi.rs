@@ -255,6 +255,22 @@ fn null_arguments_are_named() {
         entkv_decoder_create(bundle, 0, &p, null_mut())
     );
     expect_null!(
+        "entkv_decoder_create_ex",
+        "bundle",
+        entkv_decoder_create_ex(null(), 0, &p, ENTKV_CHECK_DEVICE_IDS, &mut d)
+    );
+    expect_null!(
+        "entkv_decoder_create_ex",
+        "out",
+        entkv_decoder_create_ex(bundle, 0, &p, 0, null_mut())
+    );
+    let mut found = 0u32;
+    expect_null!(
+        "entkv_decoder_device_id_faults",
+        "decoder",
+        entkv_decoder_device_id_faults(dn, sn, null_mut(), 0, 0, null_mut(), 0, &mut found)
+    );
+    expect_null!(
         "entkv_decoder_workspace_size",
         "decoder",
         entkv_decoder_workspace_size(dn, &mut x)
@@ -440,6 +456,29 @@ fn bad_problems_are_refused_before_the_gpu_is_opened() {
     let (s, e) = create_on(bundle, 4096, &problem());
     assert_eq!(s, ENTKV_ERR_DEVICE, "{e}");
     assert!(e.contains("cannot open CUDA device 4096"), "{e}");
+    // With the device-side id check: unknown flag bits are refused before anything else; the
+    // stub bundle's decode modules define `guard_ids`, so the problem passes and the device
+    // decides, as without the flag.
+    let mut d = null_mut::<EntkvDecoder>();
+    // SAFETY: valid handles and out-pointer.
+    let s = unsafe { entkv_decoder_create_ex(bundle, 0, &problem(), 2, &mut d) };
+    assert_eq!(s, ENTKV_ERR_INVALID_ARGUMENT);
+    assert!(d.is_null());
+    assert!(
+        last_error().contains("flags 0x2 has bits other than ENTKV_CHECK_DEVICE_IDS"),
+        "{}",
+        last_error()
+    );
+    // SAFETY: valid handles and out-pointer.
+    let s = unsafe { entkv_decoder_create_ex(bundle, 0, &problem(), ENTKV_CHECK_DEVICE_IDS, &mut d) };
+    if gpu_missing() {
+        assert_eq!(s, ENTKV_ERR_DEVICE, "{}", last_error());
+        assert!(last_error().starts_with("entkv_decoder_create_ex: cannot open CUDA device 0"));
+    } else {
+        assert_eq!(s, ENTKV_OK, "{}", last_error());
+        // SAFETY: a handle just created, freed once.
+        unsafe { entkv_decoder_free(d) };
+    }
     // SAFETY: freed once.
     unsafe { entkv_bundle_free(bundle) };
 }
@@ -601,6 +640,11 @@ fn rust_layout() -> Vec<String> {
         field!(entkv_buffers, metadata_bytes),
         field!(entkv_buffers, workspace_ptr),
         field!(entkv_buffers, workspace_bytes),
+        format!("entkv_id_fault {}", size_of::<entkv_id_fault>()),
+        field!(entkv_id_fault, seq),
+        field!(entkv_id_fault, count),
+        field!(entkv_id_fault, logical_page),
+        field!(entkv_id_fault, value),
     ]
 }
 
@@ -633,7 +677,8 @@ fn struct_layout_matches_the_header() {
     assert_eq!(offset_of!(entkv_buffers, out), 6 * 80);
     assert_eq!(offset_of!(entkv_buffers, metadata_ptr), 560);
     assert_eq!(offset_of!(entkv_buffers, workspace_bytes), 584);
-    assert_eq!(rust_layout().len(), 32);
+    assert_eq!(size_of::<entkv_id_fault>(), 16);
+    assert_eq!(rust_layout().len(), 37);
 }
 
 /// Where the test binary's `libentkv.so` is (cargo builds the cdylib next to the test binaries).

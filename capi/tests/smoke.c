@@ -61,6 +61,11 @@ int main(int argc, char **argv) {
     FIELD(entkv_buffers, metadata_bytes);
     FIELD(entkv_buffers, workspace_ptr);
     FIELD(entkv_buffers, workspace_bytes);
+    SIZE(entkv_id_fault);
+    FIELD(entkv_id_fault, seq);
+    FIELD(entkv_id_fault, count);
+    FIELD(entkv_id_fault, logical_page);
+    FIELD(entkv_id_fault, value);
 
     printf("version %s\n", entkv_version());
     s = entkv_bundle_open(argv[1], &bundle);

@@ -52,7 +52,7 @@ mod timer;
 pub use engine::{
     DecodeBuffers, DecodePlanner, Decoder, DeviceRegion, DeviceTensor, EngineError, Method, Problem, Step,
 };
-pub use entkv_abi::{DType, Elem};
+pub use entkv_abi::{BatchError, DType, Elem};
 pub use entkv_bundle::{Bundle, BundleError, Tier};
 pub use error::{Result, RuntimeError};
 pub use gpu::{device_count, driver_library_present, gpu_unavailable_reason, DeviceInfo, Gpu};
