@@ -524,6 +524,14 @@ pub fn slot_words(
     ))
 }
 
+/// A step of a [`HostCase`] ready to run, with the regions its buffers point into.
+struct PreparedStep {
+    workspace: DeviceBuffer<u8>,
+    _metadata: DeviceBuffer<u8>,
+    buffers: DecodeBuffers,
+    step: Step,
+}
+
 /// A small seeded paged problem with host data (exact float64 reference), uploaded for the
 /// engine: odd lengths, pages scattered over a pool with NaN-filled spare pages.
 pub struct HostCase {
@@ -610,28 +618,16 @@ impl HostCase {
         lens: &[i32],
         table: &[i32],
     ) -> Result<(Vec<IdFault>, Vec<f32>)> {
-        let mut workspace = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
-        let metadata = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.metadata_size().max(256) as usize)?;
-        workspace.fill_bytes(0xff)?;
-        self.out.fill_bytes(0xff)?;
-        let b = self.buffers(&workspace, &metadata);
+        let r = self.prepared_step(gpu, dec)?;
         let stream = gpu.stream_raw();
-        let step = dec.plan(&self.x.seq_lens, &self.x.block_table)?;
-        // SAFETY: every buffer was allocated above with the shapes the problem describes; the
-        // device ids replaced below are what the check is for.
+        gpu.synchronize()?;
+        self.seq_lens.copy_from_host(lens)?;
+        self.block_table.copy_from_host(table)?;
+        // SAFETY: every buffer was allocated with the shapes the problem describes; the device
+        // ids replaced above are what the check is for.
         let faults = unsafe {
-            dec.build_metadata(
-                stream,
-                &self.x.seq_lens,
-                &self.x.block_table,
-                &b.k_pool,
-                b.metadata,
-            )?;
-            gpu.synchronize()?;
-            self.seq_lens.copy_from_host(lens)?;
-            self.block_table.copy_from_host(table)?;
-            dec.run(&step, stream, &b)?;
-            dec.device_id_faults(&step, stream, b.workspace)?
+            dec.run(&r.step, stream, &r.buffers)?;
+            dec.device_id_faults(&r.step, stream, r.buffers.workspace)?
         };
         let out = self.out.to_host()?;
         self.seq_lens.copy_from_host(&self.x.seq_lens)?;
@@ -639,30 +635,48 @@ impl HostCase {
         Ok((faults, out))
     }
 
-    /// Build the metadata, run one step of `dec` (made for [`HostCase::problem`]) on a NaN
-    /// output, and compare every head with the float64 reference: full-cache entmax, or entmax
-    /// over each head's selection for the selectors.
-    pub fn check(&mut self, gpu: &Gpu, dec: &Decoder) -> Result<DenseCheck> {
+    /// A step of `dec` planned on the host copies, with a poisoned workspace (NaN floats, −1
+    /// integers: a slot the step should write and did not shows, where zeros would read as
+    /// page 0 and a zero threshold), a fresh metadata region built for the batch, and a
+    /// poisoned output: ready to run.
+    fn prepared_step(&mut self, gpu: &Gpu, dec: &Decoder) -> Result<PreparedStep> {
         let mut workspace = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.workspace_size().max(256) as usize)?;
         let metadata = DeviceBuffer::<u8>::alloc_zeros(gpu, dec.metadata_size().max(256) as usize)?;
-        // Poisoned (NaN floats, −1 integers): a slot the step should write and did not shows,
-        // where zeros would read as page 0 and a zero threshold.
         workspace.fill_bytes(0xff)?;
         self.out.fill_bytes(0xff)?;
-        let b = self.buffers(&workspace, &metadata);
-        let stream = gpu.stream_raw();
+        let buffers = self.buffers(&workspace, &metadata);
         let step = dec.plan(&self.x.seq_lens, &self.x.block_table)?;
         // SAFETY: every buffer was allocated above with the shapes the problem describes.
         unsafe {
             dec.build_metadata(
-                stream,
+                gpu.stream_raw(),
                 &self.x.seq_lens,
                 &self.x.block_table,
-                &b.k_pool,
-                b.metadata,
+                &buffers.k_pool,
+                buffers.metadata,
             )?;
-            dec.run(&step, stream, &b)?;
         }
+        Ok(PreparedStep {
+            workspace,
+            _metadata: metadata,
+            buffers,
+            step,
+        })
+    }
+
+    /// Build the metadata, run one step of `dec` (made for [`HostCase::problem`]) on a NaN
+    /// output, and compare every head with the float64 reference: full-cache entmax, or entmax
+    /// over each head's selection for the selectors.
+    pub fn check(&mut self, gpu: &Gpu, dec: &Decoder) -> Result<DenseCheck> {
+        // Every field bound: the regions must live until the results are read back.
+        let PreparedStep {
+            workspace,
+            _metadata: _metadata_alive,
+            buffers: b,
+            step,
+        } = self.prepared_step(gpu, dec)?;
+        // SAFETY: every buffer was allocated with the shapes the problem describes.
+        unsafe { dec.run(&step, gpu.stream_raw(), &b)? };
         gpu.synchronize()?;
         let layout = dec.planner().workspace_layout();
         let ints = |name: &str| -> Result<Vec<i32>> {
