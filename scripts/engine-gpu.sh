@@ -34,6 +34,10 @@ if [ -f .gpu/libentkv.so ]; then
   python3 examples/python/entkv_decode.py --lib .gpu/libentkv.so --bundle "$BUNDLE" \
     >"$OUT/python-example.log" 2>&1 || status=1
   tail -30 "$OUT/python-example.log"
+  echo "== C ABI + Python with the device-side id check"
+  python3 examples/python/entkv_decode.py --lib .gpu/libentkv.so --bundle "$BUNDLE" \
+    --check-device-ids >"$OUT/python-example-checked.log" 2>&1 || status=1
+  tail -20 "$OUT/python-example-checked.log"
 fi
 rm -rf "$OUT/bundle"   # the manifest is kept beside the logs
 exit $status

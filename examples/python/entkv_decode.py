@@ -3,6 +3,7 @@
 
     python3 examples/python/entkv_decode.py --lib PATH/libentkv.so --bundle BUNDLE \
         [--methods dense,topk,gaussian,certified,certified-pruned,auto] [--n 4096] [--batch 2] [--steps 2]
+        [--check-device-ids]
 
 A bundle for the defaults (and GQA group 4): `entkv bundle create --alpha 1.5 --head-dim 32
 --group 1,4 --out BUNDLE`; the library: `cargo build --release -p entkv-capi`
@@ -19,6 +20,11 @@ a float64 torch reference of α-entmax attention:
 dense/certified/certified-pruned/auto must match entmax over the whole cache, topk/gaussian entmax over the
 pages they selected (read from the `sel_pages`/`sel_count` workspace slots). Exits 1 on any
 mismatch or entkv error.
+
+With --check-device-ids the decoders check the device's lengths and page ids in every step
+(entkv_decoder_create_ex, ENTKV_CHECK_DEVICE_IDS): each step must record no fault, and a last
+step run after one block-table entry on the device was pointed outside the pool must finish with
+a finite output and report exactly that entry (entkv_decoder_device_id_faults).
 """
 import argparse
 import ctypes as C
@@ -55,7 +61,15 @@ class Buffers(C.Structure):
                 ("metadata_ptr", "metadata_bytes", "workspace_ptr", "workspace_bytes")]
 
 
-assert (C.sizeof(Problem), C.sizeof(Tensor), C.sizeof(Buffers)) == (56, 80, 592)
+class IdFault(C.Structure):
+    _fields_ = [("seq", C.c_uint32), ("count", C.c_uint32), ("logical_page", C.c_int32),
+                ("value", C.c_int32)]
+
+
+ENTKV_CHECK_DEVICE_IDS = 1
+
+assert (C.sizeof(Problem), C.sizeof(Tensor), C.sizeof(Buffers), C.sizeof(IdFault)) == \
+    (56, 80, 592, 16)
 
 
 class EntkvError(RuntimeError):
@@ -72,6 +86,11 @@ def load(path):
         "entkv_bundle_open": ([C.c_char_p, C.POINTER(vp)], st),
         "entkv_bundle_free": ([vp], None),
         "entkv_decoder_create": ([vp, C.c_int32, C.POINTER(Problem), C.POINTER(vp)], st),
+        "entkv_decoder_create_ex": ([vp, C.c_int32, C.POINTER(Problem), C.c_uint32,
+                                     C.POINTER(vp)], st),
+        "entkv_decoder_device_id_faults": ([vp, vp, vp, C.c_uint64, C.c_uint64,
+                                            C.POINTER(IdFault), C.c_uint32,
+                                            C.POINTER(C.c_uint32)], st),
         "entkv_decoder_free": ([vp], None),
         "entkv_decoder_workspace_size": ([vp, u64p], st),
         "entkv_decoder_metadata_size": ([vp, u64p], st),
@@ -192,6 +211,17 @@ def slot(lib, dec, ws, name, dtype, count):
     return ws[off.value:off.value + 4 * count].view(dtype)
 
 
+def device_id_faults(lib, dec, step, stream, ws):
+    """(seq, count, logical page, value) of every sequence whose device ids the last step
+    found bad (a host sync)."""
+    cap, count = 64, C.c_uint32()
+    faults = (IdFault * cap)()
+    check(lib, lib.entkv_decoder_device_id_faults(dec, step, stream, ws.data_ptr(), ws.numel(),
+                                                  faults, cap, C.byref(count)),
+          "device_id_faults")
+    return [(f.seq, f.count, f.logical_page, f.value) for f in faults[:min(count.value, cap)]]
+
+
 def run_method(lib, bundle, args, method, lens):
     """Decode `args.steps` steps with `method`; returns table rows, raises on entkv errors."""
     torch.manual_seed(args.seed)
@@ -202,8 +232,9 @@ def run_method(lib, bundle, args, method, lens):
                    topk_budget_pages=args.budget, max_batch=B, num_pages=cache.num_pages,
                    max_pages=cache.max_pages)
     dec, step = C.c_void_p(), C.c_void_p()
-    check(lib, lib.entkv_decoder_create(bundle, torch.cuda.current_device(), C.byref(prob),
-                                        C.byref(dec)), "decoder_create")
+    flags = ENTKV_CHECK_DEVICE_IDS if args.check_device_ids else 0
+    check(lib, lib.entkv_decoder_create_ex(bundle, torch.cuda.current_device(), C.byref(prob),
+                                           flags, C.byref(dec)), "decoder_create_ex")
     rows = []
     try:
         ws_bytes, md_bytes = C.c_uint64(), C.c_uint64()
@@ -264,8 +295,9 @@ def run_method(lib, bundle, args, method, lens):
             tau_err = (tau - ref_tau).abs() / (1 + ref_tau.abs())
             band = (z - ref_tau[:, None]).abs() <= TAU_TOL * (1 + ref_tau.abs()[:, None])
             sup_bad = ((support.long() - ref_sup).abs() > band.sum(dim=1)).sum().item()
+            faults = device_id_faults(lib, dec, step, stream, ws) if args.check_device_ids else []
             ok = (bool(torch.isfinite(out).all()) and err.max().item() <= OUT_TOL
-                  and tau_err.max().item() <= TAU_TOL and sup_bad == 0)
+                  and tau_err.max().item() <= TAU_TOL and sup_bad == 0 and not faults)
             rows.append([method, s, resolved, f"{err.max().item():.2e}",
                          f"{tau_err.max().item():.2e}", f"{support.double().mean().item():.1f}",
                          f"{100 * kept:.2f}%", "", "ok" if ok else
@@ -278,6 +310,18 @@ def run_method(lib, bundle, args, method, lens):
         end.record()
         torch.cuda.synchronize()
         rows[-1][7] = f"{start.elapsed_time(end) / args.iters:.4f}"
+        if args.check_device_ids:
+            # One entry of sequence 0 on the device pointed past the pool, after planning.
+            bad = cache.num_pages + 3
+            cache.table_dev[0, 0] = bad
+            out.fill_(math.nan)
+            check(lib, lib.entkv_decoder_run(dec, step, stream, C.byref(bufs)), "run (bad id)")
+            faults = device_id_faults(lib, dec, step, stream, ws)
+            cache.upload()
+            want = [(0, 1, 0, bad)]
+            ok = bool(torch.isfinite(out).all()) and faults == want
+            rows.append([method, "bad id", "-", "-", "-", "-", "-", "",
+                         "ok" if ok else f"FAIL (faults {faults}, expected {want})"])
     finally:
         lib.entkv_step_free(step)
         lib.entkv_decoder_free(dec)
@@ -300,6 +344,8 @@ def main():
     ap.add_argument("--budget", type=int, default=64, help="topk: pages kept besides the last")
     ap.add_argument("--iters", type=int, default=50, help="timed runs")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--check-device-ids", action="store_true",
+                    help="decoders check the device's lengths and page ids (see above)")
     args = ap.parse_args()
     if args.steps < 1 or args.batch < 1 or args.n < args.page_size:
         ap.error("--steps and --batch must be ≥ 1, --n ≥ the page size")
