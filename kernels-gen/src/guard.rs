@@ -52,15 +52,21 @@ pub fn guard_ids_kernel(spec: &PagedSpec) -> Result<Kernel, KernelGenError> {
         k.store(bad_count, 0i32, 0i32);
     });
     k.barrier();
-    // Four independent columns a thread (coalesced across the CTA): a column past the
-    // sequence's pages is written as page 0, one past `columns` not at all.
+    // Four columns a thread (coalesced across the CTA), their ids loaded before any branch so
+    // the four loads are in flight together (an unused column loads the row's first entry).
+    // A column past the sequence's pages is written as page 0, one past `columns` not at all.
     let base = k.let_("base", chunk * GUARD_COLUMNS as i32 + tid);
-    let per_thread = (GUARD_COLUMNS / GUARD_THREADS) as i32;
-    k.for_unrolled("i", 0i32, per_thread, 1i32, per_thread as u32, |k, i| {
-        let j = k.let_("j", base.e() + i * GUARD_THREADS as i32);
+    let loaded: Vec<(Var, Var, Var)> = (0..GUARD_COLUMNS / GUARD_THREADS)
+        .map(|i| {
+            let j = k.let_(&format!("j{i}"), base.e() + (i * GUARD_THREADS) as i32);
+            let used = k.let_(&format!("used{i}"), j.lt(pages));
+            let at = select(used, row.e() + j.i64(), row.e());
+            let id = k.let_(&format!("id{i}"), select(used, block_table.at(at), 0i32));
+            (j, used, id)
+        })
+        .collect();
+    for (j, used, id) in loaded {
         k.if_(j.lt(columns), |k| {
-            let used = k.let_("used", j.lt(pages));
-            let id = k.let_("id", select(used, block_table.at(row.e() + j.i64()), 0i32));
             let bad = k.let_("bad", used.and(id.lt(0i32).or(id.ge(num_pages.clone()))));
             k.store(ids_table, row.e() + j.i64(), select(bad, 0i32, id));
             k.if_(bad, |k| {
@@ -68,7 +74,7 @@ pub fn guard_ids_kernel(spec: &PagedSpec) -> Result<Kernel, KernelGenError> {
                 k.atomic_no_ret(AtomicOp::Add, bad_count, 0i32, 1i32);
             });
         });
-    });
+    }
     k.barrier();
     k.if_(tid.eq_(0i32), |k| {
         let count = k.let_("count", bad_count.at(0i32) + select(bad_len, 1i32, 0i32));
