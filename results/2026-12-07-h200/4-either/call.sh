@@ -1,4 +1,4 @@
-# Device call, any GPU, for a session short of H200s. Carries .gpu/rank.txz: cur/ = 7e48cc2
+# Device call, any GPU, for a session short of H200s. Carries .gpu/rank.txz: cur/ = 05cb53e
 # (main with the device-side id check; every other kernel's PTX is ddb41b0's), r6/ = ba7141d
 # (the seed's rank cap 6 at 128k).
 # - On an H200: the docs run's `gqa`/`wide` half (2-workloads' `docs_run workloads`, ~390 s; its
