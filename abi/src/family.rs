@@ -75,6 +75,16 @@ impl KernelFamily {
         )
     }
 
+    /// Entries a bundle module of this family defines besides its rows' entries: `guard_ids`
+    /// in every decode module (`crate::guard`).
+    pub fn module_extra_entries(self, spec: &PagedSpec) -> Vec<String> {
+        if self.is_decode() {
+            vec![crate::guard_ids_entry(spec)]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The selectors whose selections this family reads (tuned and resolved per selector); empty
     /// for the families that read every page or make the selection.
     pub fn selectors(self) -> &'static [Selector] {

@@ -278,10 +278,8 @@ fn add_family(w: &mut BundleWriter, spec: &PagedSpec, fp: &FamilyPlan, target: &
         block_threads.push(ks[0].block_threads);
         kernels.extend(ks);
     }
-    if family.is_decode() {
-        // The step's optional device-side id check (`entkv_abi::guard`), once a module.
-        kernels.push(entkv_kernels::guard::guard_ids_kernel(spec)?);
-    }
+    // Once a module: the step's optional device-side id check in a decode module.
+    kernels.extend(entkv_kernels::module_extra_kernels(family, spec)?);
     let names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
     let stem = format!("{}__{}", family.name(), tag);
     let refs: Vec<&entkv_dsl::Kernel> = kernels.iter().collect();

@@ -449,30 +449,17 @@ pub fn run(opts: &Options, commit: &str, mut pool: Option<JitPool>) -> Result<Re
 /// leaves the one untouched sequence's output as it was (within 1e-4: the same inputs, where
 /// only the certified paths' atomics may reorder f32 sums).
 fn engine_guard_rows(gpu: &Gpu) -> Result<Vec<CheckRow>> {
-    use entkv_abi::{guard_ids_reference, IdFault, PagedShape, PagedSpec};
-    use entkv_kernels::paged_data::{KeyData, PagedCase};
+    use entkv_abi::{guard_ids_reference, IdFault, PagedShape};
     use entkv_runtime::engine::{Decoder, Method, Problem};
 
-    let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16)?, 16, false, 4)?;
+    let case = crate::interp_engine::id_check_case()?;
+    let spec = case.spec;
     let bundle = std::sync::Arc::new(crate::bundle_cmd::create_default_bundle(&[spec], 0)?);
-    let case = PagedCase {
-        spec,
-        kv_heads: 2,
-        seq_lens: vec![17, 200, 95, 61],
-        seed: 3,
-        data: KeyData::Normal,
-        spare_pages: 2,
-    };
     let mut host = crate::engine_bench::HostCase::new(gpu, case)?;
     let x = host.x.clone();
-    let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
+    let n = x.shape.num_pages as i32;
     let longest = *x.seq_lens.iter().max().unwrap_or(&1) as u32;
-    let mut table = x.block_table.clone();
-    table[mp + 3] = n + 5;
-    table[mp + 7] = -1;
-    table[2 * mp + 5] = i32::MAX;
-    let mut lens = x.seq_lens.clone();
-    lens[0] = longest as i32 + 7;
+    let (lens, table) = crate::interp_engine::bad_device_ids(&x);
     let shape = PagedShape { batch: 4, ..x.shape };
     let want = IdFault::decode(
         &guard_ids_reference(&spec, &shape, longest, &lens, &table).faults,

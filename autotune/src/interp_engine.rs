@@ -44,13 +44,10 @@ pub fn kernels_of(bundle: &Bundle, spec: &PagedSpec) -> Result<KernelsByEntry> {
                 row.tile.tag()
             )
         })?;
-        for k in kernels {
+        // And what the row's module holds besides its entries (a decode module's id check).
+        let extra = entkv_kernels::module_extra_kernels(row.family, spec)?;
+        for k in kernels.into_iter().chain(extra) {
             out.insert(k.name.clone(), Rc::new(k));
-        }
-        if row.family.is_decode() {
-            // The bundle's decode modules also hold the step's optional id check.
-            let guard = entkv_kernels::guard::guard_ids_kernel(spec)?;
-            out.insert(guard.name.clone(), Rc::new(guard));
         }
     }
     Ok(out)
@@ -190,6 +187,37 @@ pub fn run_engine_with(
 pub struct DeviceIds<'a> {
     pub seq_lens: &'a [i32],
     pub block_table: &'a [i32],
+}
+
+/// The id-check scenario that tests/tests/engine_interp.rs runs in the interpreter and
+/// `entkv gpu-check` on the GPU: `paper`'s spec (4-bit sketch), two KV heads, four sequences of
+/// 17, 200, 95 and 61 tokens; see [`bad_device_ids`].
+pub fn id_check_case() -> Result<PagedCase> {
+    let decode = entkv_abi::DecodeSpec::new(1.5, 32, 1, entkv_abi::DType::F16)?;
+    Ok(PagedCase {
+        spec: PagedSpec::new(decode, 16, false, 4)?,
+        kv_heads: 2,
+        seq_lens: vec![17, 200, 95, 61],
+        seed: 3,
+        data: entkv_kernels::paged_data::KeyData::Normal,
+        spare_pages: 2,
+    })
+}
+
+/// The lengths and block table of [`id_check_case`]'s inputs `x` (a block table of any width)
+/// as the device holds them after planning, broken: sequence 0's length 7 past the longest,
+/// two ids of sequence 1 outside the pool (past it, and −1), sequence 2's last page id
+/// `i32::MAX`; sequence 3 untouched.
+pub fn bad_device_ids(x: &PagedInputs) -> (Vec<i32>, Vec<i32>) {
+    let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
+    let longest = x.seq_lens.iter().copied().max().unwrap_or(1);
+    let mut lens = x.seq_lens.clone();
+    lens[0] = longest + 7;
+    let mut table = x.block_table.clone();
+    table[mp + 3] = n + 5;
+    table[mp + 7] = -1;
+    table[2 * mp + 5] = i32::MAX;
+    (lens, table)
 }
 
 /// [`run_engine`] where the append and the step read `device`'s lengths and block table (the

@@ -83,11 +83,8 @@ pub fn stub_bundle(specs: &[PagedSpec], extra: Vec<TableRow>) -> Result<Bundle, 
     for r in &rows {
         let entries = modules.entry(r.module.clone()).or_default();
         // A decode module also defines the step's optional id check (`entkv_abi::guard`).
-        let guard = match r.family.is_decode() {
-            true => Some(entkv_abi::guard_ids_entry(spec_of(specs, r)?)),
-            false => None,
-        };
-        for e in r.entries.iter().chain(guard.as_ref()) {
+        let extra = r.family.module_extra_entries(spec_of(specs, r)?);
+        for e in r.entries.iter().chain(&extra) {
             if !entries.contains(e) {
                 entries.push(e.clone());
             }

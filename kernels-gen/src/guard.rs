@@ -243,6 +243,21 @@ mod tests {
     use super::*;
     use crate::suite::interp_failures;
 
+    /// The kernels a family's module carries beyond its rows are the entries the ABI lists.
+    #[test]
+    fn module_extra_kernels_are_the_abi_entries() {
+        let spec = PagedSpec::new(DecodeSpec::new(1.5, 32, 1, DType::F16).unwrap(), 16, false, 4).unwrap();
+        for family in entkv_abi::KernelFamily::ALL {
+            let names: Vec<String> = crate::module_extra_kernels(family, &spec)
+                .unwrap()
+                .into_iter()
+                .map(|k| k.name)
+                .collect();
+            assert_eq!(names, family.module_extra_entries(&spec), "{family}");
+            assert_eq!(names.len(), family.is_decode() as usize, "{family}");
+        }
+    }
+
     #[test]
     fn guard_checks_pass_in_the_interpreter() {
         assert!(interp_failures(checks()).is_empty());

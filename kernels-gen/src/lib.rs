@@ -123,7 +123,7 @@ pub fn modules_for(spec: &PagedSpec) -> Result<Vec<KernelModule>, KernelGenError
         kernels: decode,
     });
     let mut dense: Vec<Kernel> = decode::paged_kernels(spec, &DenseTile::default_paged(spec), false)?.into();
-    dense.push(guard::guard_ids_kernel(spec)?);
+    dense.extend(module_extra_kernels(entkv_abi::KernelFamily::DecodeDense, spec)?);
     out.push(KernelModule {
         name: "decode_dense",
         kernels: dense,
@@ -144,6 +144,19 @@ pub fn dense_module(spec: &DecodeSpec, tile: &DenseTile) -> Result<KernelModule,
     Ok(KernelModule {
         name: "decode_contiguous",
         kernels: decode::contiguous_kernels(spec, tile)?.into(),
+    })
+}
+
+/// The kernels a bundle module of `family` carries besides its rows' (in the order of
+/// `KernelFamily::module_extra_entries`): `guard_ids` in every decode module.
+pub fn module_extra_kernels(
+    family: entkv_abi::KernelFamily,
+    spec: &PagedSpec,
+) -> Result<Vec<Kernel>, KernelGenError> {
+    Ok(if family.is_decode() {
+        vec![guard::guard_ids_kernel(spec)?]
+    } else {
+        Vec::new()
     })
 }
 

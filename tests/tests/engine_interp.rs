@@ -104,16 +104,11 @@ fn every_method_matches_the_reference_gqa_alibi_bf16() {
 #[test]
 fn checked_steps_survive_bad_device_ids_and_name_them() {
     use entkv_abi::{guard_ids_reference, IdFault, PagedShape};
-    use entkv_autotune::interp_engine::{check_run, run_engine_on_device, DeviceIds};
-
-    let case = PagedCase {
-        spec: spec(1.5, 32, 1, 16, DType::F16, false),
-        kv_heads: 2,
-        seq_lens: vec![17, 200, 95, 61],
-        seed: 3,
-        data: KeyData::Normal,
-        spare_pages: 2,
+    use entkv_autotune::interp_engine::{
+        bad_device_ids, check_run, id_check_case, run_engine_on_device, DeviceIds,
     };
+
+    let case = id_check_case().unwrap();
     let bundle = Arc::new(create_default_bundle(&[case.spec], 0).unwrap());
     // Four block-table columns past the longest sequence's pages, holding garbage: no launch
     // may read them (the copy leaves them unwritten, i.e. poisoned).
@@ -127,12 +122,7 @@ fn checked_steps_survive_bad_device_ids_and_name_them() {
     x.shape.max_pages += 4;
     let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
     let longest = *x.seq_lens.iter().max().unwrap() as u32;
-    let mut table = x.block_table.clone();
-    table[mp + 3] = n + 5; // sequence 1 (13 pages)
-    table[mp + 7] = -1;
-    table[2 * mp + 5] = i32::MAX; // sequence 2's last page
-    let mut lens = x.seq_lens.clone();
-    lens[0] = longest as i32 + 7; // past the plan
+    let (lens, table) = bad_device_ids(&x);
     let good = DeviceIds {
         seq_lens: &x.seq_lens,
         block_table: &x.block_table,

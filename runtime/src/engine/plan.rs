@@ -617,8 +617,7 @@ impl DecodePlanner {
     }
 
     /// Where a step of `plan` leaves `guard_ids`' fault records (`len`: its batch × column
-    /// chunks × 3 i32),
-    /// with [`Problem::check_device_ids`].
+    /// chunks × 3 i32), with [`Problem::check_device_ids`].
     pub fn id_fault_slot(&self, plan: &StepPlan) -> Result<Slot, EngineError> {
         if plan.owner != self.id {
             return Err(EngineError::WrongPlan);
