@@ -44,7 +44,14 @@ pub const SEED_STRIDE: u32 = 64;
 /// seeded step 1.427 → 1.241 ms at 1M. But on short heads the 6th largest of a few hundred
 /// samples lies far below τ: `wide`'s certified step at 32k went 0.226 → 0.248 ms on the same
 /// tile, `gqa`'s at 128k 0.197 → 0.208 (results/2026-12-05-defaults/2-bench), while at 1M
-/// both gained (`gqa` 0.833 → 0.752). So the 4th below [`SEED_LONG_SAMPLES`] valid samples,
+/// both gained (`gqa` 0.833 → 0.752). At 128k (2048 samples) the 4th repaired too often: an
+/// H100 A/B of `wide`'s certified step over 46 input draws (results/2026-12-07-h200/4-either,
+/// 2026-12-07-seed-gap/2-ab-more) repaired 13 draws under the 4th (+80 µs each; mean 0.2625 ms
+/// over the 40 draws of `2-ab-more`), 2 under the 5th (mean 0.2498) and none under the 6th
+/// (mean 0.2516, the slowest draw 0.259 ms against the 4th's 0.330). The 6th costs ~13 µs on a
+/// draw the 4th does not repair, but an engine's steps are fresh draws, and `gqa`'s 96 pairs a
+/// step repair more often than `wide`'s 32. So the 4th below [`SEED_LONG_SAMPLES`] valid
+/// samples (below 128k tokens: at 32k the 6th took `wide` 0.226 → 0.248 ms; 64k is unmeasured),
 /// the 6th from there.
 pub fn seed_rank(valid_samples: u64) -> u32 {
     if valid_samples >= SEED_LONG_SAMPLES as u64 {
@@ -58,9 +65,9 @@ pub fn seed_rank(valid_samples: u64) -> u32 {
 pub const SEED_RANK_SHORT: u32 = 4;
 /// The rank cap of heads with at least [`SEED_LONG_SAMPLES`] samples.
 pub const SEED_RANK_LONG: u32 = 6;
-/// Valid samples (a sequence of 64 times as many tokens: 256k) from which a head's estimate
-/// takes [`SEED_RANK_LONG`].
-pub const SEED_LONG_SAMPLES: u32 = 4096;
+/// Valid samples (a sequence of 64 times as many tokens: 128k) from which a head's estimate
+/// takes [`SEED_RANK_LONG`] (4096, 256k, until 2026-12-07).
+pub const SEED_LONG_SAMPLES: u32 = 2048;
 
 // A seeded head has at least as many samples as its rank cap, and the cap only grows.
 const _: () = assert!(SEED_RANK_SHORT < SEED_RANK_LONG && SEED_MIN_SAMPLES >= SEED_RANK_LONG);
