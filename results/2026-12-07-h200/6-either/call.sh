@@ -1,0 +1,14 @@
+# Device call for the next session, kind nvidia-h200 (either card may come). Carries
+# .gpu/next.txz (scripts/pack-gpu.sh at main with the 6th-largest rank cap from 128k and the
+# device-side id check; the commit is in the pack).
+# - On an H200: the docs run's `gqa`/`wide` half (`docs_run workloads`, ~390 s), whose kernels now
+#   include the landed rank cap; then regenerate docs/benchmarks.md from 1-docs/out-paper and
+#   this call's output.
+# - On any other card: the landed rank cap's GPU steps (results/2026-12-07-seed-gap/3-landed,
+#   ~80 s).
+PACK=.gpu/next.txz; source scripts/device-call.sh
+if grep -q H200 "$W/nvidia-smi.txt"; then
+  docs_run workloads
+else
+  source results/2026-12-07-seed-gap/3-landed/steps.sh
+fi
