@@ -2,7 +2,10 @@
 # Pack this checkout's release `entkv` for a device call (scripts/device-call.sh's PACK): the
 # stripped binary, `autotune` as a link to it (`entkv` started under that name is `autotune`),
 # and a `commit` file. One LLVM-linked binary instead of two: 11.7 MB against 13.4 for both
-# binaries, which with the repository's ~49 MiB overran the device's working-tree limit.
+# binaries. The device's working-tree limit (64 MiB) counts the tracked tree (~25 MiB since
+# results/ keeps its large logs xz-compressed, plus ~3 MiB of tar overhead for ~4200 files) and
+# the carried pack: builds of one A/B share most of their bytes in xz's window, so a pack of two
+# is ~13 MB and of three ~15.5 MB.
 #
 #   scripts/pack-gpu.sh OUT.txz            # builds, then packs
 #   scripts/pack-gpu.sh OUT.txz NAME       # packs into folder NAME/ (several builds: an A/B),
