@@ -449,34 +449,19 @@ pub fn run(opts: &Options, commit: &str, mut pool: Option<JitPool>) -> Result<Re
 /// leaves the one untouched sequence's output as it was (within 1e-4: the same inputs, where
 /// only the certified paths' atomics may reorder f32 sums).
 fn engine_guard_rows(gpu: &Gpu) -> Result<Vec<CheckRow>> {
-    use entkv_abi::{guard_ids_reference, IdFault, PagedShape};
-    use entkv_runtime::engine::{Decoder, Method, Problem};
+    use crate::interp_engine::{bad_device_ids, expected_id_faults, id_check_case, EVERY_METHOD};
+    use entkv_runtime::engine::{Decoder, Problem};
 
-    let case = crate::interp_engine::id_check_case()?;
+    let case = id_check_case()?;
     let spec = case.spec;
     let bundle = std::sync::Arc::new(crate::bundle_cmd::create_default_bundle(&[spec], 0)?);
     let mut host = crate::engine_bench::HostCase::new(gpu, case)?;
     let x = host.x.clone();
-    let n = x.shape.num_pages as i32;
-    let longest = *x.seq_lens.iter().max().unwrap_or(&1) as u32;
-    let (lens, table) = crate::interp_engine::bad_device_ids(&x);
-    let shape = PagedShape { batch: 4, ..x.shape };
-    let want = IdFault::decode(
-        &guard_ids_reference(&spec, &shape, longest, &lens, &table).faults,
-        entkv_abi::guard_chunks(&spec, longest),
-        longest,
-        n as u32,
-    );
+    let (lens, table) = bad_device_ids(&x);
+    let (_, want) = expected_id_faults(&spec, &x, &lens, &table);
     let row_len = x.q.len() / 4;
     let mut rows = Vec::new();
-    for method in [
-        Method::Dense,
-        Method::TopK { budget_pages: 3 },
-        Method::Gaussian,
-        Method::Certified,
-        Method::CertifiedPruned,
-        Method::Auto,
-    ] {
+    for method in EVERY_METHOD {
         let problem = Problem {
             check_device_ids: true,
             ..host.problem(method)

@@ -189,6 +189,17 @@ pub struct DeviceIds<'a> {
     pub block_table: &'a [i32],
 }
 
+/// Every engine method, top-k at 3 pages (the small cases' budget): the list the interpreter
+/// tests and `entkv gpu-check`'s engine rows run.
+pub const EVERY_METHOD: [Method; 6] = [
+    Method::Dense,
+    Method::TopK { budget_pages: 3 },
+    Method::Gaussian,
+    Method::Certified,
+    Method::CertifiedPruned,
+    Method::Auto,
+];
+
 /// The id-check scenario that tests/tests/engine_interp.rs runs in the interpreter and
 /// `entkv gpu-check` on the GPU: `paper`'s spec (4-bit sketch), two KV heads, four sequences of
 /// 17, 200, 95 and 61 tokens; see [`bad_device_ids`].
@@ -218,6 +229,22 @@ pub fn bad_device_ids(x: &PagedInputs) -> (Vec<i32>, Vec<i32>) {
     table[mp + 7] = -1;
     table[2 * mp + 5] = i32::MAX;
     (lens, table)
+}
+
+/// What `guard_ids` should make of the device holding `lens` and `table` for a step planned on
+/// `x` (of `spec`): the clamped copies and fault records (`guard_ids_reference`), and the
+/// faults those records name.
+pub fn expected_id_faults(
+    spec: &PagedSpec,
+    x: &PagedInputs,
+    lens: &[i32],
+    table: &[i32],
+) -> (entkv_abi::GuardedIds, Vec<entkv_abi::IdFault>) {
+    let longest = x.seq_lens.iter().copied().max().unwrap_or(1) as u32;
+    let guarded = entkv_abi::guard_ids_reference(spec, &x.shape, longest, lens, table);
+    let chunks = entkv_abi::guard_chunks(spec, longest);
+    let faults = entkv_abi::IdFault::decode(&guarded.faults, chunks, longest, x.shape.num_pages);
+    (guarded, faults)
 }
 
 /// [`run_engine`] where the append and the step read `device`'s lengths and block table (the

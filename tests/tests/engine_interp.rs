@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use entkv_abi::{DType, DecodeSpec, PagedSpec};
 use entkv_autotune::bundle_cmd::create_default_bundle;
-use entkv_autotune::interp_engine::check_engine;
+use entkv_autotune::interp_engine::{check_engine, EVERY_METHOD};
 use entkv_bundle::Tier;
 use entkv_kernels::paged_data::{KeyData, PagedCase};
 use entkv_runtime::engine::Method;
@@ -57,15 +57,6 @@ fn check_case(case: PagedCase, methods: &[Method], sm_count: u32) {
     }
 }
 
-const ALL: [Method; 6] = [
-    Method::Dense,
-    Method::TopK { budget_pages: 3 },
-    Method::Gaussian,
-    Method::Certified,
-    Method::CertifiedPruned,
-    Method::Auto,
-];
-
 #[test]
 fn every_method_matches_the_reference_paper_like() {
     // Odd lengths: one token, a page completed by an appended token (32 of 33), partial last
@@ -78,7 +69,7 @@ fn every_method_matches_the_reference_paper_like() {
         data: KeyData::Peaked,
         spare_pages: 3,
     };
-    check_case(case, &ALL, 132);
+    check_case(case, &EVERY_METHOD, 132);
 }
 
 #[test]
@@ -92,7 +83,7 @@ fn every_method_matches_the_reference_gqa_alibi_bf16() {
         spare_pages: 2,
     };
     // A one-SM split plan: several chunks per split.
-    check_case(case, &ALL, 1);
+    check_case(case, &EVERY_METHOD, 1);
 }
 
 /// `check_device_ids`: after planning, the device's block table gets ids outside the pool and a
@@ -103,9 +94,8 @@ fn every_method_matches_the_reference_gqa_alibi_bf16() {
 /// nothing.
 #[test]
 fn checked_steps_survive_bad_device_ids_and_name_them() {
-    use entkv_abi::{guard_ids_reference, IdFault, PagedShape};
     use entkv_autotune::interp_engine::{
-        bad_device_ids, check_run, id_check_case, run_engine_on_device, DeviceIds,
+        bad_device_ids, check_run, expected_id_faults, id_check_case, run_engine_on_device, DeviceIds,
     };
 
     let case = id_check_case().unwrap();
@@ -120,8 +110,7 @@ fn checked_steps_survive_bad_device_ids_and_name_them() {
         .flat_map(|r| r.iter().copied().chain([-9; 4]))
         .collect();
     x.shape.max_pages += 4;
-    let (mp, n) = (x.shape.max_pages as usize, x.shape.num_pages as i32);
-    let longest = *x.seq_lens.iter().max().unwrap() as u32;
+    let mp = x.shape.max_pages as usize;
     let (lens, table) = bad_device_ids(&x);
     let good = DeviceIds {
         seq_lens: &x.seq_lens,
@@ -131,14 +120,11 @@ fn checked_steps_survive_bad_device_ids_and_name_them() {
         seq_lens: &lens,
         block_table: &table,
     };
-    let shape = PagedShape { batch: 4, ..x.shape };
-    let want = guard_ids_reference(&case.spec, &shape, longest, &lens, &table);
-    let chunks = entkv_abi::guard_chunks(&case.spec, longest);
-    let faults = IdFault::decode(&want.faults, chunks, longest, n as u32);
+    let (want, faults) = expected_id_faults(&case.spec, &x, &lens, &table);
     assert_eq!(faults.iter().map(|f| f.seq).collect::<Vec<_>>(), [0, 1, 2]);
     assert_eq!(faults[1].count, 2);
     let out_row = (x.q.values.len() / 4) as usize;
-    for method in ALL {
+    for method in EVERY_METHOD {
         let e = run_engine_on_device(&case, &x, method, &bundle, 132, false, &bad).err();
         let e = e.unwrap_or_else(|| panic!("{method:?}: an unchecked step with bad ids ran"));
         println!("{method:?} unchecked: {:#}", e.root_cause());
